@@ -1,0 +1,95 @@
+"""Every label, annotation, finalizer, condition, env var and event reason Kontinue owns or reads.
+
+One module so a reviewer can see the whole vocabulary at once, and so a rename is one edit.
+Keys of other projects (Kueue, Volcano, the job controller, GPU Feature Discovery) are listed
+too, each next to the upstream source that defines it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "kontinue.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = "kontinue.dev/v1alpha1"
+
+# --- opt-in (on a Kueue ClusterQueue or a Volcano Queue) -------------------------------------
+ENABLED_LABEL: Final = "kontinue.dev/enabled"
+POLICY_LABEL: Final = "kontinue.dev/policy"
+DEFAULT_POLICY_NAME: Final = "default"
+
+# --- opt-out (annotation on a Pod or its owner) ----------------------------------------------
+CHECKPOINT_OPT_OUT_ANNOTATION: Final = "kontinue.dev/checkpoint"
+
+# --- reserved pod keys: only Kontinue may set them; the validating webhook rejects forgeries --
+RESTORE_FROM_ANNOTATION: Final = "kontinue.dev/restore-from"
+LINEAGE_ANNOTATION: Final = "kontinue.dev/lineage"
+COLD_START_REASON_ANNOTATION: Final = "kontinue.dev/cold-start-reason"
+CHECKPOINT_FINALIZER: Final = "kontinue.dev/checkpoint"
+RESERVED_POD_ANNOTATIONS: Final = frozenset(
+    {RESTORE_FROM_ANNOTATION, LINEAGE_ANNOTATION, COLD_START_REASON_ANNOTATION}
+)
+
+# --- labels on our own Checkpoint objects, for selectors --------------------------------------
+CHECKPOINT_LINEAGE_LABEL: Final = "kontinue.dev/lineage-hash"
+CHECKPOINT_OWNER_UID_LABEL: Final = "kontinue.dev/owner-uid"
+
+# --- the workload contract (environment the webhook gives each opted-in container) -----------
+ENV_CHECKPOINT_DIR: Final = "KONTINUE_CHECKPOINT_DIR"
+ENV_RESTORE_FROM: Final = "KONTINUE_RESTORE_FROM"
+ENV_POD_UID: Final = "KONTINUE_POD_UID"
+SAVED_MARKER_KEY: Final = "kontinue"
+SAVED_MARKER_VALUE: Final = "saved"
+RESTORE_INIT_CONTAINER: Final = "kontinue-restore"
+CHECKPOINT_VOLUME: Final = "kontinue-checkpoints"
+
+# --- Checkpoint status conditions ------------------------------------------------------------
+CONDITION_SAVED: Final = "Saved"
+CONDITION_VERIFIED: Final = "Verified"
+
+# --- Event reasons ---------------------------------------------------------------------------
+EVENT_CHECKPOINT_STARTED: Final = "CheckpointStarted"
+EVENT_CHECKPOINT_SUCCEEDED: Final = "CheckpointSucceeded"
+EVENT_CHECKPOINT_FAILED: Final = "CheckpointFailed"
+EVENT_RESTORED: Final = "Restored"
+EVENT_COLD_START: Final = "ColdStart"
+EVENT_UNSAFE_JOB: Final = "PreemptionCountsAgainstBackoff"
+
+# --- Kueue (kubernetes-sigs/kueue pkg/controller/constants/constants.go, apis/kueue/v1beta2) --
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+KUEUE_VERSION: Final = "v1beta2"
+KUEUE_QUEUE_NAME_LABEL: Final = "kueue.x-k8s.io/queue-name"
+KUEUE_CLUSTER_QUEUE_LABEL: Final = "kueue.x-k8s.io/cluster-queue-name"
+KUEUE_PRIORITY_CLASS_LABEL: Final = "kueue.x-k8s.io/priority-class"
+KUEUE_WORKLOAD_ANNOTATION: Final = "kueue.x-k8s.io/workload"
+KUEUE_CONDITION_EVICTED: Final = "Evicted"
+KUEUE_CONDITION_PREEMPTED: Final = "Preempted"
+KUEUE_CONDITION_ADMITTED: Final = "Admitted"
+KUEUE_CONDITION_QUOTA_RESERVED: Final = "QuotaReserved"
+KUEUE_CONDITION_REQUEUED: Final = "Requeued"
+KUEUE_CONDITION_FINISHED: Final = "Finished"
+KUEUE_ADMISSION_CHECK_CONTROLLER: Final = "kontinue.dev/restore"
+
+# --- Volcano (volcano-sh/volcano pkg/apis, pkg/scheduler/cache/cache.go) ----------------------
+VOLCANO_SCHEDULING_GROUP: Final = "scheduling.volcano.sh"
+VOLCANO_BATCH_GROUP: Final = "batch.volcano.sh"
+VOLCANO_PODGROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+VOLCANO_QUEUE_NAME_ANNOTATION: Final = "volcano.sh/queue-name"
+VOLCANO_JOB_NAME_LABEL: Final = "volcano.sh/job-name"
+VOLCANO_SCHEDULER_USER: Final = "system:serviceaccount:volcano-system:volcano-scheduler"
+
+# --- Kubernetes core (k8s.io/api/core/v1/types.go, pkg/apis/batch) ----------------------------
+POD_CONDITION_DISRUPTION_TARGET: Final = "DisruptionTarget"
+DISRUPTION_PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
+DISRUPTION_EVICTION_BY_API: Final = "EvictionByEvictionAPI"
+DISRUPTION_DELETION_BY_TAINT_MANAGER: Final = "DeletionByTaintManager"
+JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+JOB_TRACKING_FINALIZER: Final = "batch.kubernetes.io/job-tracking"
+JOB_COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
+
+# --- GPU Feature Discovery node labels (NVIDIA/k8s-device-plugin gpu-feature-discovery) -------
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
+GPU_COUNT_LABEL: Final = "nvidia.com/gpu.count"
+GPU_MEMORY_LABEL: Final = "nvidia.com/gpu.memory"
+CUDA_DRIVER_MAJOR_LABEL: Final = "nvidia.com/cuda.driver-version.major"

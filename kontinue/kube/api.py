@@ -1,0 +1,277 @@
+"""Generic, typed-at-the-edge REST calls through kubernetes-asyncio's ``ApiClient``.
+
+Why not the generated ``CoreV1Api``/``CustomObjectsApi``? Their models are not ours (we use the
+pydantic models in :mod:`kontinue.models`), and ``CustomObjectsApi`` sends a dict patch as
+``application/json-patch+json``, which a real apiserver rejects (style.md §3, trap 1). Every
+write here names its Content-Type; every failure becomes a :mod:`kontinue.kube.errors` error.
+
+Objects go in and come out as plain dicts; callers validate them into models at their boundary.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from kontinue.kube import errors
+from kontinue.kube.resources import Resource
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+Object = dict[str, Any]
+
+_RESPONSE_TYPES = {200: "object", 201: "object", 202: "object"}
+
+
+def _selector(labels: Mapping[str, str] | str | None) -> str | None:
+    if labels is None or isinstance(labels, str):
+        return labels
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+class Api:
+    """One client for every resource in :mod:`kontinue.kube.resources` (and any other)."""
+
+    def __init__(self, api_client: client.ApiClient, *, field_manager: str = "kontinue") -> None:
+        self.api_client = api_client
+        self.field_manager = field_manager
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, Any]] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+    ) -> Any:
+        try:
+            return await self.api_client.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params={"Accept": JSON, "Content-Type": content_type},
+                body=body,
+                response_types_map=_RESPONSE_TYPES,
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+            )
+        except ApiException as exc:
+            raise errors.from_api_exception(exc) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise errors.ServerError(f"{method} {path}: {exc!r}") from exc
+
+    async def get(
+        self, resource: Resource, name: str, *, namespace: str | None = None, subresource: str = ""
+    ) -> Object:
+        path = resource.path(namespace=namespace, name=name, subresource=subresource)
+        result: Object = await self._call("GET", path)
+        return result
+
+    async def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: Mapping[str, str] | str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> Object:
+        """One page of a list: ``{"items": [...], "metadata": {"resourceVersion": ...}}``."""
+        query: list[tuple[str, Any]] = []
+        if selector := _selector(label_selector):
+            query.append(("labelSelector", selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        if resource_version is not None:
+            query.append(("resourceVersion", resource_version))
+        if limit:
+            query.append(("limit", limit))
+        if continue_:
+            query.append(("continue", continue_))
+        result: Object = await self._call("GET", resource.path(namespace=namespace), query=query)
+        return result
+
+    async def create(
+        self, resource: Resource, body: Object, *, namespace: str | None = None
+    ) -> Object:
+        ns = namespace or body.get("metadata", {}).get("namespace")
+        result: Object = await self._call("POST", resource.path(namespace=ns), body=body)
+        return result
+
+    async def replace(self, resource: Resource, body: Object, *, subresource: str = "") -> Object:
+        """PUT: fails with ``Conflict`` when ``metadata.resourceVersion`` is stale."""
+        meta = body.get("metadata", {})
+        path = resource.path(
+            namespace=meta.get("namespace"), name=meta["name"], subresource=subresource
+        )
+        result: Object = await self._call("PUT", path, body=body)
+        return result
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        grace_period_seconds: int | None = None,
+        propagation_policy: str | None = None,
+        preconditions: Mapping[str, str] | None = None,
+    ) -> Object:
+        options: Object = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        if preconditions:
+            options["preconditions"] = dict(preconditions)
+        path = resource.path(namespace=namespace, name=name)
+        result: Object = await self._call("DELETE", path, body=options)
+        return result
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Any,
+        *,
+        content_type: str,
+        namespace: str | None = None,
+        subresource: str = "",
+        force: bool = False,
+    ) -> Object:
+        """PATCH with an explicit Content-Type (never guessed from the body's Python type)."""
+        query: list[tuple[str, Any]] = []
+        if content_type == APPLY_PATCH:
+            query.append(("fieldManager", self.field_manager))
+            if force:
+                query.append(("force", "true"))
+        path = resource.path(namespace=namespace, name=name, subresource=subresource)
+        result: Object = await self._call(
+            "PATCH", path, query=query, body=patch, content_type=content_type
+        )
+        return result
+
+    async def merge_patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Object,
+        *,
+        namespace: str | None = None,
+        subresource: str = "",
+    ) -> Object:
+        return await self.patch(
+            resource,
+            name,
+            patch,
+            content_type=MERGE_PATCH,
+            namespace=namespace,
+            subresource=subresource,
+        )
+
+    async def json_patch(
+        self,
+        resource: Resource,
+        name: str,
+        operations: builtins.list[Object],
+        *,
+        namespace: str | None = None,
+        subresource: str = "",
+    ) -> Object:
+        return await self.patch(
+            resource,
+            name,
+            operations,
+            content_type=JSON_PATCH,
+            namespace=namespace,
+            subresource=subresource,
+        )
+
+    async def apply(
+        self,
+        resource: Resource,
+        body: Object,
+        *,
+        subresource: str = "",
+        force: bool = True,
+    ) -> Object:
+        """Server-side apply as ``self.field_manager`` (sent as JSON, which is valid YAML)."""
+        meta = body["metadata"]
+        return await self.patch(
+            resource,
+            meta["name"],
+            body,
+            content_type=APPLY_PATCH,
+            namespace=meta.get("namespace"),
+            subresource=subresource,
+            force=force,
+        )
+
+    async def watch(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: Mapping[str, str] | str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncIterator[Object]:
+        """Yield raw watch events (``{"type": ..., "object": {...}}``) until the server ends.
+
+        An ``ERROR`` event becomes the matching :mod:`errors` exception (``Gone`` for 410), so
+        the caller decides whether to re-list. The stream is not resumed here: that decision
+        belongs to the watch cache, which knows the last resourceVersion it applied.
+        """
+        query: list[tuple[str, Any]] = [("watch", "true")]
+        if resource_version is not None:
+            query.append(("resourceVersion", resource_version))
+        if selector := _selector(label_selector):
+            query.append(("labelSelector", selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        if timeout_seconds is not None:
+            query.append(("timeoutSeconds", timeout_seconds))
+        if allow_bookmarks:
+            query.append(("allowWatchBookmarks", "true"))
+        path = resource.path(namespace=namespace)
+        try:
+            response = await self.api_client.call_api(
+                path,
+                "GET",
+                query_params=query,
+                header_params={"Accept": JSON},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+            )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise errors.ServerError(f"watch {path}: {exc!r}") from exc
+        async with response:
+            if response.status != 200:
+                raise errors.from_status(response.status, await response.read(), response.headers)
+            try:
+                while line := await response.content.readline():
+                    if not line.strip():
+                        continue
+                    event: Object = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object", {})
+                        raise errors.from_status(int(status.get("code") or 500), status)
+                    yield event
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise errors.ServerError(f"watch {path} dropped: {exc!r}") from exc

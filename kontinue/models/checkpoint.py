@@ -1,0 +1,134 @@
+"""``Checkpoint`` (namespaced): one checkpoint *set* of one lineage, taken at one trigger.
+
+All pods evicted by the same eviction are the set's members. The set is good (``Succeeded``) only
+if every member saved; only a good set is ever restored from. The phase moves one way:
+``Pending -> InProgress -> Succeeded | Failed``, and any of them may later become ``Expired``.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from typing import Literal
+
+import pydantic
+
+from kontinue import keys
+from kontinue.models import base
+
+
+class Phase(enum.StrEnum):
+    PENDING = "Pending"
+    IN_PROGRESS = "InProgress"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    EXPIRED = "Expired"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.EXPIRED)
+
+
+class TriggerSource(enum.StrEnum):
+    KUEUE = "Kueue"
+    VOLCANO = "Volcano"
+    SCHEDULER = "Scheduler"
+    EVICTION_API = "EvictionAPI"
+    TAINT_MANAGER = "TaintManager"
+    MANUAL = "Manual"
+
+
+class Lineage(base.OwnModel):
+    """A workload's identity across incarnations; the owner UID guards against name reuse."""
+
+    namespace: str = pydantic.Field(min_length=1, max_length=63)
+    owner_kind: str = pydantic.Field(min_length=1)
+    owner_name: str = pydantic.Field(min_length=1, max_length=253)
+    owner_uid: str = pydantic.Field(min_length=1)
+
+    @property
+    def key(self) -> str:
+        """``<namespace>/<owner kind>/<owner name>`` as in DESIGN.md."""
+        return f"{self.namespace}/{self.owner_kind}/{self.owner_name}"
+
+    @property
+    def hash(self) -> str:
+        """A label-safe digest of key and UID, for label selectors on Checkpoints."""
+        return hashlib.sha256(f"{self.key}/{self.owner_uid}".encode()).hexdigest()[:16]
+
+
+class Trigger(base.OwnModel):
+    source: TriggerSource
+    reason: str = pydantic.Field(min_length=1)
+    message: str = ""
+    time: base.Time
+
+
+class Member(base.OwnModel):
+    pod_name: str = pydantic.Field(min_length=1)
+    pod_uid: str = pydantic.Field(min_length=1)
+    node: str = ""
+    index: int = pydantic.Field(default=0, ge=0)
+
+
+class Fingerprint(base.OwnModel):
+    """What a restoring node must match (the policy picks which keys are compared)."""
+
+    image_digest: str | None = None
+    gpu_product: str | None = None
+    cuda_driver_major: str | None = None
+    gpu_count: int | None = pydantic.Field(default=None, ge=0)
+
+
+class CheckpointSpec(base.OwnModel):
+    lineage: Lineage
+    trigger: Trigger
+    members: list[Member] = pydantic.Field(min_length=1)
+    fingerprint: Fingerprint = pydantic.Field(default_factory=Fingerprint)
+    policy_name: str = keys.DEFAULT_POLICY_NAME
+    workload: str | None = None
+    """The queue-system object evicted: a Kueue Workload or Volcano PodGroup name."""
+
+
+class MemberState(enum.StrEnum):
+    PENDING = "Pending"
+    SAVING = "Saving"
+    SAVED = "Saved"
+    FAILED = "Failed"
+
+
+class MemberResult(base.OwnModel):
+    pod_name: str
+    state: MemberState = MemberState.PENDING
+    exit_code: int | None = None
+    reason: str | None = None
+    bytes: int | None = pydantic.Field(default=None, ge=0)
+    started_at: base.Time | None = None
+    finished_at: base.Time | None = None
+    path: str | None = None
+
+
+class CheckpointStatus(base.OwnModel):
+    phase: Phase = Phase.PENDING
+    members: list[MemberResult] = pydantic.Field(default_factory=list)
+    path: str | None = None
+    failed_restores: int = pydantic.Field(default=0, ge=0)
+    message: str | None = None
+    conditions: list[base.Condition] = pydantic.Field(default_factory=list)
+
+
+class Checkpoint(base.OwnModel):
+    api_version: Literal["kontinue.dev/v1alpha1"] = keys.API_VERSION
+    kind: Literal["Checkpoint"] = "Checkpoint"
+    metadata: base.ObjectMeta = pydantic.Field(default_factory=base.ObjectMeta)
+    spec: CheckpointSpec
+    status: CheckpointStatus = pydantic.Field(default_factory=CheckpointStatus)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+
+def load(data: object) -> Checkpoint:
+    """Parse a ``Checkpoint``; :class:`~kontinue.models.errors.InvalidObject` names fields."""
+    return base.parse(Checkpoint, data)

@@ -1,0 +1,1 @@
+"""The Kontinue queue bridge: turns queue-system evictions into Checkpoints and follows them."""

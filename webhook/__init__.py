@@ -1,0 +1,1 @@
+"""The Kontinue admission webhook (mutating + validating), an aiohttp HTTPS server."""
