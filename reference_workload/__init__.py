@@ -1,0 +1,1 @@
+"""The reference workload: a small trainer that follows the Kontinue workload contract."""
