@@ -31,7 +31,7 @@ unit: $(STAMP) ## the pytest suite only
 test: lint typecheck unit ## lint, type checks and the whole test suite
 
 bench: $(STAMP) ## run the benchmarks; each prints its numbers
-	@for b in benchmarks/*.py; do [ -e "$$b" ] || continue; echo "== $$b"; $(BIN)/python "$$b" || exit 1; done
+	@for b in benchmarks/bench_*.py; do [ -e "$$b" ] || continue; echo "== $$b"; $(BIN)/python -m "benchmarks.$$(basename $$b .py)" || exit 1; done
 
 clean: ## remove the virtualenv
 	rm -rf $(VENV)
