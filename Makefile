@@ -18,9 +18,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP) ## run the local demo on the emulated GPU cluster
 	$(BIN)/python -m emulator.demo
 
-lint: $(STAMP) ## ruff lint and format check
+lint: $(STAMP) ## ruff lint and format check, shellcheck of the kind scripts
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/shellcheck -x kind/*.sh
 
 typecheck: $(STAMP) ## mypy --strict
 	$(BIN)/mypy
