@@ -1,0 +1,113 @@
+"""The bridge's work queue: de-duplication, per-key serialization, retries, bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from queue_bridge import queueing
+
+
+@contextlib.asynccontextmanager
+async def running(
+    queue: queueing.WorkQueue[str], handler: Callable[[str], Awaitable[None]], workers: int = 4
+) -> AsyncIterator[None]:
+    task = asyncio.create_task(queue.run(handler, workers=workers))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_key_added_many_times_while_waiting_runs_once() -> None:
+    queue: queueing.WorkQueue[str] = queueing.WorkQueue()
+    seen: list[str] = []
+
+    async def handle(key: str) -> None:
+        seen.append(key)
+
+    for _ in range(50):
+        queue.add("ns/a")
+    queue.add("ns/b")
+    assert len(queue) == 2
+    async with running(queue, handle):
+        await asyncio.wait_for(queue.join(), 5)
+    assert sorted(seen) == ["ns/a", "ns/b"]
+
+
+async def test_a_key_is_never_processed_concurrently_and_a_late_add_reruns_it() -> None:
+    queue: queueing.WorkQueue[str] = queueing.WorkQueue()
+    active = 0
+    peak = 0
+    runs = 0
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def handle(key: str) -> None:
+        nonlocal active, peak, runs
+        active += 1
+        peak = max(peak, active)
+        runs += 1
+        started.set()
+        await release.wait()
+        active -= 1
+
+    queue.add("k")
+    async with running(queue, handle, workers=4):
+        await asyncio.wait_for(started.wait(), 5)
+        for _ in range(10):  # events arriving while the key is being handled
+            queue.add("k")
+        release.set()
+        await asyncio.wait_for(queue.join(), 5)
+    assert peak == 1
+    assert runs == 2  # the in-flight run, then exactly one more for all the late events
+
+
+async def test_a_failing_key_is_retried_with_growing_backoff_without_blocking_others() -> None:
+    queue: queueing.WorkQueue[str] = queueing.WorkQueue(base_delay=0.01, max_delay=0.04)
+    attempts: dict[str, int] = {"bad": 0, "good": 0}
+
+    async def handle(key: str) -> None:
+        attempts[key] += 1
+        if key == "bad" and attempts[key] < 4:
+            raise RuntimeError("API said 500")
+
+    queue.add("bad")
+    queue.add("good")
+    async with running(queue, handle, workers=1):
+        await asyncio.wait_for(queue.join(), 5)
+    assert attempts == {"bad": 4, "good": 1}
+    assert queue.backoff("bad") == 0.01  # success resets the failure count
+
+
+def test_backoff_is_capped() -> None:
+    queue: queueing.WorkQueue[str] = queueing.WorkQueue(base_delay=1.0, max_delay=8.0)
+    queue._failures["k"] = 10
+    assert queue.backoff("k") == 8.0
+
+
+async def test_a_full_queue_drops_and_counts_instead_of_growing() -> None:
+    queue: queueing.WorkQueue[int] = queueing.WorkQueue(max_keys=3)
+    for key in range(5):
+        queue.add(key)
+    assert len(queue) == 3
+    assert queue.dropped == 2
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.02])
+async def test_add_after_runs_the_key_later(delay: float) -> None:
+    queue: queueing.WorkQueue[str] = queueing.WorkQueue()
+    seen: list[str] = []
+
+    async def handle(key: str) -> None:
+        seen.append(key)
+
+    async with running(queue, handle):
+        queue.add_after("later", delay)
+        await asyncio.wait_for(queue.join(), 5)
+    assert seen == ["later"]
