@@ -16,14 +16,14 @@ from pydantic import alias_generators
 from kontinue.models import errors
 
 
-def _format_time(value: datetime.datetime) -> str:
+def format_time(value: datetime.datetime) -> str:
     """RFC 3339 in UTC with a ``Z``, seconds precision: the shape of ``metav1.Time``."""
     if value.tzinfo is None:
         value = value.replace(tzinfo=datetime.UTC)
     return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-Time = Annotated[datetime.datetime, pydantic.PlainSerializer(_format_time, return_type=str)]
+Time = Annotated[datetime.datetime, pydantic.PlainSerializer(format_time, return_type=str)]
 """``metav1.Time``: parsed to an aware datetime, written back as ``2026-01-02T03:04:05Z``."""
 
 
