@@ -1,0 +1,554 @@
+"""The watch cache: one resource's objects, kept current by list + watch, as typed models.
+
+Both deployables read cluster state from these caches (the webhook must answer from memory;
+the bridge reconciles from them), so this module owns the whole list/watch protocol, following
+client-go's reflector (``staging/src/k8s.io/client-go/tools/cache/reflector.go``):
+
+* **List** in pages (``limit``/``continue``), take the list's resourceVersion, reconcile the
+  store with it (:func:`kontinue.kube.caching.reconcile`), then **watch** from that version with
+  bookmarks on. The first complete list sets :attr:`WatchCache.synced`.
+* Every watch event and BOOKMARK advances the remembered resourceVersion, so a new watch
+  resumes exactly where the last one stopped. A stream that ends (server ``timeoutSeconds`` =
+  ``watch_timeout_seconds`` x [1, 2), as the reflector picks it) or drops resumes from there.
+* **410 Gone** (the version left the server's history) re-lists and reconciles: objects that
+  vanished meanwhile are ``DELETED``, changed ones ``MODIFIED``, new ones ``ADDED``; an object
+  whose resourceVersion did not change gets no event.
+* Errors (5xx, 429, a dropped connection, a garbled line, a request that hangs past
+  ``request_timeout_seconds``) back off exponentially with a cap and jitter (:class:`Backoff`).
+  A watch that ends within a second without a single event counts as a failure too (the
+  reflector's "very short watch"), so a server that closes every stream cannot make us spin.
+* Every ``resync_seconds`` the cache re-lists even when nothing failed: this repairs drift
+  (an event a buggy server never sent) and re-delivers each unchanged object as ``SYNC`` so
+  level-triggered handlers re-check it.
+
+Objects are validated into ``model`` at this boundary. One that fails is logged with its field
+errors and skipped; the cache keeps the last valid copy of that key (if any) and goes on. A
+deletion is always delivered. Subscribers are called synchronously after the store holds the
+change; they must not block or do I/O (enqueue a key and return). An exception in a subscriber
+is logged and does not stop the cache.
+
+Limits: one cache watches one resource with one selector; it does not share informers between
+callers, does not use ``sendInitialEvents`` streaming lists, and keeps whole objects in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import math
+import random
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any, Generic, Literal, TypeVar, cast
+
+import pydantic
+from opentelemetry import metrics
+
+from kontinue.kube import api as kube_api
+from kontinue.kube import caching, errors
+from kontinue.kube.resources import Resource
+from kontinue.models import base
+from kontinue.models import errors as model_errors
+
+log = logging.getLogger("kontinue.watch")
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+Event = caching.Event
+EventType = caching.EventType
+Key = caching.Key
+
+Callback = Callable[[caching.Event[M]], None]
+
+# A watch that ends this soon with no event is treated as a failure (reflector.go: "very short
+# watch"), so a server that closes every stream at once gets backoff, not a tight loop.
+SHORT_WATCH_SECONDS = 1.0
+
+_RETRIABLE = (errors.ApiError, ValueError, TimeoutError)
+
+WatchEnd = Literal["closed", "short", "resync"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Backoff:
+    """Capped exponential backoff with jitter: attempt ``n`` waits ``initial * factor**(n-1)``.
+
+    The delay is capped at ``cap`` and then shortened by up to ``jitter`` (a fraction), so many
+    caches that lost the same server do not reconnect in lockstep and no delay exceeds ``cap``.
+    """
+
+    initial: float = 0.5
+    factor: float = 2.0
+    cap: float = 30.0
+    jitter: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not self.initial > 0:
+            raise ValueError(f"Backoff.initial must be > 0, got {self.initial}")
+        if not self.factor >= 1:
+            raise ValueError(f"Backoff.factor must be >= 1, got {self.factor}")
+        if not self.cap >= self.initial:
+            raise ValueError(f"Backoff.cap must be >= initial ({self.initial}), got {self.cap}")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"Backoff.jitter must be within [0, 1], got {self.jitter}")
+
+    def delay(self, attempt: int, *, rand: float) -> float:
+        """Seconds to wait before retry ``attempt`` (1-based); ``rand`` is uniform in [0, 1)."""
+        if attempt < 1:
+            raise ValueError(f"attempt must be >= 1, got {attempt}")
+        exponent = min(attempt - 1, 64)  # beyond this every delay is the cap anyway
+        ceiling = min(self.cap, self.initial * self.factor**exponent)
+        return ceiling * (1.0 - self.jitter * rand)
+
+
+def watch_timeout(minimum: float, *, rand: float) -> int:
+    """The ``timeoutSeconds`` of one watch: ``minimum`` x [1, 2), as client-go's reflector does.
+
+    The server ends the stream after it, so no watch hangs forever on a half-dead connection and
+    many clients' reconnects spread out.
+    """
+    return max(1, int(minimum * (1.0 + rand)))
+
+
+class WatchCache(Generic[M]):
+    """A live, typed view of one resource (optionally one namespace and selector).
+
+    Run it as a task (``asyncio.create_task(cache.run())``); it runs until cancelled or
+    :meth:`stop`. Read with :meth:`get` / :meth:`items`; await :meth:`wait_synced` before
+    trusting an empty answer. Test hooks: ``backoff``, ``watch_timeout_seconds``,
+    ``request_timeout_seconds``, ``page_size`` and ``rng``; production leaves the defaults.
+    """
+
+    def __init__(
+        self,
+        api: kube_api.Api,
+        resource: Resource,
+        *,
+        model: type[M],
+        namespace: str | None = None,
+        label_selector: Mapping[str, str] | str | None = None,
+        field_selector: str | None = None,
+        resync_seconds: float | None = 300.0,
+        meter: metrics.Meter | None = None,
+        page_size: int = 500,
+        watch_timeout_seconds: float = 300.0,
+        request_timeout_seconds: float = 60.0,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if resync_seconds is not None and not resync_seconds > 0:
+            raise ValueError(f"resync_seconds must be > 0 or None, got {resync_seconds}")
+        if page_size < 1:
+            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        if not watch_timeout_seconds >= 1:
+            raise ValueError(f"watch_timeout_seconds must be >= 1, got {watch_timeout_seconds}")
+        if not request_timeout_seconds > 0:
+            raise ValueError(f"request_timeout_seconds must be > 0, got {request_timeout_seconds}")
+        self.resource = resource
+        self.namespace = namespace
+        self._api = api
+        self._model = model
+        self._label_selector = label_selector
+        self._field_selector = field_selector
+        self._resync_seconds = resync_seconds
+        self._page_size = page_size
+        self._watch_timeout_seconds = watch_timeout_seconds
+        self._request_timeout_seconds = request_timeout_seconds
+        self._backoff = backoff or Backoff()
+        self._rng = rng or random.Random()
+
+        self._store: dict[Key, caching.Entry[M]] = {}
+        self._invalid: dict[Key, str] = {}  # key -> resourceVersion already reported invalid
+        self._subscribers: list[Callback[M]] = []
+        self._resource_version = ""
+        self._next_resync = math.inf
+        self._failures = 0
+        self._error: BaseException | None = None
+        self._running = False
+        self._synced = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._done = asyncio.Event()
+
+        self._what = str(resource) + (f" namespace={namespace}" if namespace else "")
+        self._attrs = {"resource": str(resource)}
+        meter = meter or metrics.NoOpMeter("kontinue.watch")
+        self._events = meter.create_counter(
+            "kontinue.watch.events", unit="{event}", description="Changes the cache delivered"
+        )
+        self._relists = meter.create_counter(
+            "kontinue.watch.relists", unit="{list}", description="Complete lists, by reason"
+        )
+        self._reconnects = meter.create_counter(
+            "kontinue.watch.reconnects",
+            unit="{watch}",
+            description="Watches restarted after a failure or a closed stream, by reason",
+        )
+        self._invalid_objects = meter.create_counter(
+            "kontinue.watch.invalid_objects",
+            unit="{object}",
+            description="Objects skipped because they failed validation",
+        )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        """True once the first complete list is in the store (it stays true)."""
+        return self._synced.is_set()
+
+    @property
+    def resource_version(self) -> str:
+        """The newest resourceVersion seen (list, event or BOOKMARK): where a watch resumes."""
+        return self._resource_version
+
+    def get(self, name: str, namespace: str | None = None) -> M | None:
+        """The cached object, or ``None``; ``namespace`` defaults to the cache's namespace."""
+        entry = self._store.get((namespace or self.namespace or "", name))
+        return entry.obj if entry is not None else None
+
+    def items(self) -> list[M]:
+        """Every cached object, ordered by (namespace, name)."""
+        return [self._store[key].obj for key in sorted(self._store)]
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def subscribe(self, callback: Callback[M]) -> Callable[[], None]:
+        """Call ``callback(event)`` after each change; returns a function that unsubscribes.
+
+        A subscriber added after the first list does not get ``ADDED`` for objects already
+        cached: read :meth:`items` once after subscribing.
+        """
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    # NB: ``timeout`` is part of the interface the webhook and bridge call (readiness probes).
+    async def wait_synced(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Return once the first list is in; ``TimeoutError`` after ``timeout`` seconds.
+
+        Raises ``RuntimeError`` if the cache stops (or dies) before it ever synced, so a caller
+        never waits on a cache that will not fill.
+        """
+        if self._synced.is_set():
+            return
+        waiters = [
+            asyncio.ensure_future(self._synced.wait()),
+            asyncio.ensure_future(self._done.wait()),
+        ]
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+        if not self._synced.is_set():
+            raise RuntimeError(
+                f"watch cache for {self._what} stopped before its first list"
+            ) from self._error
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List and watch until cancelled or :meth:`stop`; errors are retried, never raised.
+
+        Only a bug escapes (it is logged and re-raised); API and network failures back off.
+        """
+        if self._running:
+            raise RuntimeError(f"watch cache for {self._what} is already running")
+        self._running = True
+        self._done.clear()
+        loop_task = asyncio.create_task(self._loop(), name=f"watch:{self.resource}")
+        stop_task = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait([loop_task, stop_task], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            loop_task.cancel()
+            stop_task.cancel()
+            await asyncio.gather(loop_task, stop_task, return_exceptions=True)
+            if not loop_task.cancelled():
+                self._error = loop_task.exception()
+            self._running = False
+            self._done.set()
+            log.info("watch cache stopped resource=%s", self._what)
+        if self._error is not None:
+            log.error("watch cache failed resource=%s error=%r", self._what, self._error)
+            raise self._error
+
+    async def stop(self) -> None:
+        """Stop :meth:`run` and wait until it has returned (a no-op if it is not running)."""
+        self._stopping.set()
+        if self._running:
+            await self._done.wait()
+
+    async def _loop(self) -> None:
+        relist: str | None = "initial"
+        while True:
+            if relist is not None:
+                try:
+                    await self._relist(reason=relist)
+                except _RETRIABLE as exc:
+                    await self._retry(exc, during="list")
+                    continue
+                relist = None
+            try:
+                ended = await self._watch()
+            except errors.Gone as exc:
+                # Our resourceVersion left the server's history: only a new list can catch up.
+                self._failures += 1
+                relist = "gone"
+                log.info(
+                    "watch expired, re-listing resource=%s rv=%s: %s",
+                    self._what,
+                    self._resource_version,
+                    exc,
+                )
+                self._reconnects.add(1, {**self._attrs, "reason": "gone"})
+                if self._failures > 1:  # a fresh list's version expired at once: slow down
+                    await self._sleep(self._failures - 1)
+                continue
+            except _RETRIABLE as exc:
+                await self._retry(exc, during="watch")
+                continue
+            if ended == "resync":
+                relist = "resync"
+                continue
+            self._reconnects.add(1, {**self._attrs, "reason": ended})
+            if ended == "short":
+                self._failures += 1
+                log.warning(
+                    "watch closed at once without events resource=%s rv=%s",
+                    self._what,
+                    self._resource_version,
+                )
+                await self._sleep(self._failures)
+            else:
+                log.debug(
+                    "watch closed, resuming resource=%s rv=%s", self._what, self._resource_version
+                )
+
+    async def _retry(self, exc: BaseException, *, during: str) -> None:
+        self._failures += 1
+        self._reconnects.add(1, {**self._attrs, "reason": type(exc).__name__})
+        retry_after = exc.retry_after if isinstance(exc, errors.TooManyRequests) else None
+        delay = self._delay(self._failures, at_least=retry_after or 0.0)
+        log.warning(
+            "%s failed, retrying resource=%s attempt=%d delay=%.2fs error=%s",
+            during,
+            self._what,
+            self._failures,
+            delay,
+            exc if str(exc) else repr(exc),
+        )
+        await asyncio.sleep(delay)
+
+    def _delay(self, attempt: int, *, at_least: float = 0.0) -> float:
+        return max(at_least, self._backoff.delay(attempt, rand=self._rng.random()))
+
+    async def _sleep(self, attempt: int) -> None:
+        await asyncio.sleep(self._delay(attempt))
+
+    # -- list ----------------------------------------------------------------------------------
+
+    async def _list_all(self) -> tuple[list[dict[str, Any]], str, int]:
+        """Every page of one list: (items, the first page's resourceVersion, page count).
+
+        The first page's version is the snapshot all pages are served from on a real
+        apiserver; were a server to serve later pages fresher, watching from the first page's
+        version can only repeat an event (dropped as stale), never miss one.
+        """
+        items: list[dict[str, Any]] = []
+        version: str | None = None
+        token: str | None = None
+        pages = 0
+        while True:
+            async with asyncio.timeout(self._request_timeout_seconds):
+                page = await self._api.list(
+                    self.resource,
+                    namespace=self.namespace,
+                    label_selector=self._label_selector,
+                    field_selector=self._field_selector,
+                    limit=self._page_size,
+                    continue_=token,
+                )
+            pages += 1
+            meta = page.get("metadata") or {}
+            if version is None:
+                version = str(meta.get("resourceVersion") or "")
+            for raw in page.get("items") or []:
+                # A list's items carry no apiVersion/kind; give them the ones a watch event has,
+                # so an object reads the same whichever way it arrived.
+                raw.setdefault("apiVersion", self.resource.api_version)
+                raw.setdefault("kind", self.resource.kind)
+                items.append(raw)
+            token = meta.get("continue") or None
+            if token is None:
+                return items, version, pages
+
+    async def _relist(self, *, reason: str) -> None:
+        items, version, pages = await self._list_all()
+        listed: dict[Key, caching.Entry[M]] = {}
+        invalid: set[Key] = set()
+        for raw in items:
+            key = caching.key_of(raw)
+            entry = self._parse(key, raw)
+            if entry is None:
+                invalid.add(key)
+            else:
+                listed[key] = entry
+        self._invalid = {key: rv for key, rv in self._invalid.items() if key in invalid}
+        store, events = caching.reconcile(
+            held=self._store, listed=listed, invalid=invalid, resync=reason == "resync"
+        )
+        self._store = store
+        self._resource_version = version
+        if self._resync_seconds is not None:
+            self._next_resync = asyncio.get_running_loop().time() + self._resync_seconds
+        self._relists.add(1, {**self._attrs, "reason": reason})
+        counts = {
+            t: sum(1 for e in events if e.type == t) for t in ("ADDED", "MODIFIED", "DELETED")
+        }
+        log.info(
+            "listed resource=%s reason=%s objects=%d invalid=%d pages=%d rv=%s "
+            "added=%d modified=%d deleted=%d",
+            self._what,
+            reason,
+            len(store),
+            len(invalid),
+            pages,
+            version,
+            counts["ADDED"],
+            counts["MODIFIED"],
+            counts["DELETED"],
+        )
+        self._emit(events)
+        self._synced.set()
+
+    # -- watch ---------------------------------------------------------------------------------
+
+    async def _watch(self) -> WatchEnd:
+        """One watch request, applied event by event, until it ends or a resync is due."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        until_resync = self._next_resync - started
+        if until_resync <= 0:
+            return "resync"
+        timeout_seconds = watch_timeout(self._watch_timeout_seconds, rand=self._rng.random())
+        # The client gives up a little after the server should have ended the stream: a
+        # connection that went silent without closing (a dead peer) cannot hold us forever.
+        budget = min(timeout_seconds + self._request_timeout_seconds, until_resync)
+        received = 0
+        stream = cast(
+            AsyncGenerator[dict[str, Any], None],
+            self._api.watch(
+                self.resource,
+                namespace=self.namespace,
+                resource_version=self._resource_version or None,
+                label_selector=self._label_selector,
+                field_selector=self._field_selector,
+                timeout_seconds=timeout_seconds,
+                allow_bookmarks=True,
+            ),
+        )
+        deadline = asyncio.timeout(budget)
+        try:
+            async with deadline:
+                async for raw in stream:
+                    received += 1
+                    self._failures = 0
+                    self._apply(raw)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            if loop.time() < self._next_resync:
+                log.warning(
+                    "watch silent past its timeout, reconnecting resource=%s timeout=%ds",
+                    self._what,
+                    timeout_seconds,
+                )
+        finally:
+            await stream.aclose()
+        if loop.time() >= self._next_resync:
+            return "resync"
+        if received == 0 and loop.time() - started < SHORT_WATCH_SECONDS:
+            return "short"
+        return "closed"
+
+    def _apply(self, raw: Mapping[str, Any]) -> None:
+        """Fold one watch event into the store and tell subscribers."""
+        kind = str(raw.get("type") or "")
+        obj = raw.get("object")
+        if not isinstance(obj, dict):
+            log.warning("watch event without an object resource=%s type=%s", self._what, kind)
+            return
+        version = caching.resource_version_of(obj)
+        if kind == "BOOKMARK":
+            if version:
+                self._resource_version = version
+            return
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+            log.warning("unknown watch event type skipped resource=%s type=%s", self._what, kind)
+            return
+        key = caching.key_of(obj)
+        incoming = self._parse(key, obj)
+        event = caching.change_for(kind, held=self._store.get(key), incoming=incoming)
+        if version:
+            self._resource_version = version
+        if kind == "DELETED":
+            self._invalid.pop(key, None)
+        if event is None:
+            return
+        if event.type == "DELETED":
+            del self._store[key]
+        elif incoming is not None:
+            self._store[key] = incoming
+        self._emit([event])
+
+    # -- boundary ------------------------------------------------------------------------------
+
+    def _parse(self, key: Key, raw: Mapping[str, Any]) -> caching.Entry[M] | None:
+        """The typed entry, or ``None`` (logged once per resourceVersion) if it fails validation."""
+        version = caching.resource_version_of(raw)
+        try:
+            obj = base.parse(self._model, raw)
+        except model_errors.InvalidObject as exc:
+            self._report_invalid(key, version, "; ".join(str(e) for e in exc.errors))
+            return None
+        except Exception as exc:  # a model validator bug must not stop the cache either
+            self._report_invalid(key, version, repr(exc))
+            return None
+        self._invalid.pop(key, None)
+        return caching.Entry(version, obj)
+
+    def _report_invalid(self, key: Key, version: str, problem: str) -> None:
+        if self._invalid.get(key) == version:
+            return
+        self._invalid[key] = version
+        self._invalid_objects.add(1, self._attrs)
+        log.error(
+            "skipping invalid object resource=%s object=%s rv=%s model=%s errors=%s",
+            self._what,
+            "/".join(part for part in key if part),
+            version,
+            self._model.__name__,
+            problem,
+        )
+
+    def _emit(self, events: list[caching.Event[M]]) -> None:
+        for event in events:
+            self._events.add(1, {**self._attrs, "type": event.type})
+            for callback in list(self._subscribers):
+                try:
+                    callback(event)
+                except Exception:
+                    log.exception(
+                        "watch subscriber failed resource=%s type=%s callback=%r",
+                        self._what,
+                        event.type,
+                        callback,
+                    )
