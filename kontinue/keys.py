@@ -93,3 +93,13 @@ GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
 GPU_COUNT_LABEL: Final = "nvidia.com/gpu.count"
 GPU_MEMORY_LABEL: Final = "nvidia.com/gpu.memory"
 CUDA_DRIVER_MAJOR_LABEL: Final = "nvidia.com/cuda.driver-version.major"
+
+# --- JobSet (kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go): set on child Jobs and
+# their pods; a pod's controller is the child Job, its lineage is the JobSet these name ----------
+JOBSET_GROUP: Final = "jobset.x-k8s.io"
+JOBSET_NAME_LABEL: Final = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID_LABEL: Final = "jobset.sigs.k8s.io/jobset-uid"
+
+# --- checkpoint directory format (kontinue/checkpoint_format.py) ------------------------------
+CHECKPOINT_MANIFEST_FILE: Final = "MANIFEST.json"
+ENV_WAIT_FOR: Final = "KONTINUE_WAIT_FOR"
