@@ -103,3 +103,7 @@ JOBSET_UID_LABEL: Final = "jobset.sigs.k8s.io/jobset-uid"
 # --- checkpoint directory format (kontinue/checkpoint_format.py) ------------------------------
 CHECKPOINT_MANIFEST_FILE: Final = "MANIFEST.json"
 ENV_WAIT_FOR: Final = "KONTINUE_WAIT_FOR"
+
+# --- where a process finds its termination-message file when no container runtime mounts one at
+# /dev/termination-log (the emulator's kubelet, local runs of the reference workload) -----------
+ENV_TERMINATION_LOG: Final = "KONTINUE_TERMINATION_LOG"

@@ -1,0 +1,195 @@
+"""The reference trainer as a real subprocess receiving real signals, writing real checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kontinue import keys
+from reference_workload import checkpoint_format, trainer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Trainer:
+    """One ``python -m reference_workload.trainer`` process; stdout is read line by line."""
+
+    def __init__(self, tmp: Path, *args: str, restore_from: Path | None = None) -> None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.checkpoint_dir = tmp / "ckpt"
+        self.termination_log = tmp / "termination-log"
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PYTHONPATH": str(ROOT),
+            keys.ENV_CHECKPOINT_DIR: str(self.checkpoint_dir),
+            keys.ENV_TERMINATION_LOG: str(self.termination_log),
+        }
+        if restore_from is not None:
+            env[keys.ENV_RESTORE_FROM] = str(restore_from)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "reference_workload.trainer", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tmp,
+        )
+        self.lines: list[str] = []
+
+    def read_until(self, prefix: str, *, timeout: float = 20.0) -> str:
+        """The first stdout line starting with ``prefix`` (bounded by ``timeout``)."""
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith(prefix):
+                return line.rstrip("\n")
+        raise AssertionError(f"no {prefix!r} line; got {self.lines[-5:]}")
+
+    def finish(self, *, timeout: float = 30.0) -> tuple[int, str, str]:
+        out, err = self.proc.communicate(timeout=timeout)
+        self.lines += out.splitlines()
+        return self.proc.returncode, out, err
+
+
+def _fields(line: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in line.split()[1:])
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Trainer]]:
+    started: list[Trainer] = []
+    yield started
+    for t in started:
+        if t.proc.poll() is None:
+            t.proc.kill()
+        t.proc.wait()
+        for stream in (t.proc.stdout, t.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_sigterm_saves_reports_and_exits_143_then_restore_continues(
+    tmp_path: Path, procs: list[Trainer]
+) -> None:
+    first = Trainer(
+        tmp_path / "a", "--rate", "200", "--state-bytes", "65536", "--save-seconds", "0.3"
+    )
+    procs.append(first)
+    first.read_until("PROGRESS step=20 ")
+    first.proc.send_signal(signal.SIGTERM)
+    code, _, err = first.finish()
+    assert code == 143, err
+    saved_line = next(line for line in first.lines if line.startswith("SAVED "))
+    saved_step = int(_fields(saved_line)["step"])
+    assert saved_step >= 20
+
+    message = json.loads(first.termination_log.read_text())
+    assert message["kontinue"] == "saved"
+    assert message["step"] == saved_step
+    manifest = checkpoint_format.verify(first.checkpoint_dir)
+    assert manifest.step == saved_step
+    assert message["bytes"] == manifest.total_bytes > 65536
+    assert float(message["seconds"]) >= 0.3
+
+    second = Trainer(
+        tmp_path / "b",
+        "--rate",
+        "500",
+        "--steps",
+        str(saved_step + 30),
+        "--state-bytes",
+        "65536",
+        restore_from=first.checkpoint_dir,
+    )
+    procs.append(second)
+    restored = second.read_until("RESTORED ")
+    assert _fields(restored)["step"] == str(saved_step)
+    progress = second.read_until("PROGRESS ")
+    assert _fields(progress)["step"] == str(saved_step + 1)
+    assert _fields(progress)["restored_from"] == str(saved_step)
+    code, _, err = second.finish()
+    assert code == 0, err
+    assert second.lines[-1] == f"DONE step={saved_step + 30}"
+    assert not second.termination_log.exists()
+
+
+def test_restored_state_equals_an_uninterrupted_run(tmp_path: Path, procs: list[Trainer]) -> None:
+    """Save at some step, restore, finish: the state must equal a run that never stopped."""
+    first = Trainer(tmp_path / "a", "--rate", "300", "--state-bytes", "97", "--save-seconds", "0")
+    procs.append(first)
+    first.read_until("PROGRESS step=10 ")
+    first.proc.send_signal(signal.SIGTERM)
+    assert first.finish()[0] == 143
+    saved = checkpoint_format.verify(first.checkpoint_dir).step
+    state = bytearray((first.checkpoint_dir / trainer.STATE_FILE).read_bytes())
+    fresh = bytearray(97)
+    for step in range(saved):
+        trainer._advance(fresh, step)
+    assert state == fresh
+
+
+def test_save_slower_than_grace_is_killed_and_leaves_a_rejected_torn_directory(
+    tmp_path: Path, procs: list[Trainer]
+) -> None:
+    slow = Trainer(
+        tmp_path / "a", "--rate", "200", "--state-bytes", "200000", "--save-seconds", "30"
+    )
+    procs.append(slow)
+    slow.read_until("PROGRESS step=5 ")
+    slow.proc.send_signal(signal.SIGTERM)
+    slow.read_until("SAVING ")
+    # The kubelet's grace period ends: SIGKILL mid-save (after some chunks reached the disk).
+    deadline = time.monotonic() + 10
+    state = slow.checkpoint_dir / trainer.STATE_FILE
+    while time.monotonic() < deadline and not (state.exists() and state.stat().st_size > 0):
+        time.sleep(0.02)
+    slow.proc.send_signal(signal.SIGKILL)
+    slow.proc.wait(timeout=10)
+    assert slow.proc.returncode == -signal.SIGKILL  # reported by a runtime as exit code 137
+    assert state.stat().st_size > 0
+    assert not (slow.checkpoint_dir / checkpoint_format.MANIFEST_NAME).exists()
+    assert not slow.termination_log.exists()
+    with pytest.raises(checkpoint_format.CheckpointError, match="torn or incomplete"):
+        checkpoint_format.verify(slow.checkpoint_dir)
+
+    refused = Trainer(tmp_path / "b", "--rate", "200", restore_from=slow.checkpoint_dir)
+    procs.append(refused)
+    code, out, err = refused.finish()
+    assert code == trainer.EXIT_RESTORE_REFUSED
+    assert "PROGRESS" not in out
+    assert "torn or incomplete" in err
+    assert json.loads(refused.termination_log.read_text())["kontinue"] == "restore-refused"
+
+
+def test_finishing_all_steps_exits_zero_without_a_checkpoint(
+    tmp_path: Path, procs: list[Trainer]
+) -> None:
+    done = Trainer(tmp_path / "a", "--rate", "1000", "--steps", "25", "--progress-every", "5")
+    procs.append(done)
+    code, out, err = done.finish()
+    assert code == 0, err
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("PROGRESS")] == [
+        f"step={n}" for n in (5, 10, 15, 20, 25)
+    ]
+    assert not done.checkpoint_dir.exists()
+
+
+def test_bad_option_names_the_option(tmp_path: Path, procs: list[Trainer]) -> None:
+    bad = Trainer(tmp_path / "a", "--rate", "fast")
+    procs.append(bad)
+    code, _, err = bad.finish()
+    assert code == trainer.EXIT_BAD_OPTIONS
+    assert "--rate" in err
+    assert "fast" in err
