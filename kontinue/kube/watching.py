@@ -210,9 +210,6 @@ class WatchCache(Generic[M]):
         """Every cached object, ordered by (namespace, name)."""
         return [self._store[key].obj for key in sorted(self._store)]
 
-    def __len__(self) -> int:
-        return len(self._store)
-
     def subscribe(self, callback: Callback[M]) -> Callable[[], None]:
         """Call ``callback(event)`` after each change; returns a function that unsubscribes.
 
@@ -495,12 +492,16 @@ class WatchCache(Generic[M]):
             log.warning("unknown watch event type skipped resource=%s type=%s", self._what, kind)
             return
         key = caching.key_of(obj)
-        incoming = self._parse(key, obj)
-        event = caching.change_for(kind, held=self._store.get(key), incoming=incoming)
         if version:
             self._resource_version = version
+        held = self._store.get(key)
         if kind == "DELETED":
             self._invalid.pop(key, None)
+            if held is None:  # never cached (e.g. it never validated): nothing to retract
+                return
+        # A deleted object that fails validation is retracted with the held copy, unlogged.
+        incoming = self._parse(key, obj, report=kind != "DELETED")
+        event = caching.change_for(kind, held=held, incoming=incoming)
         if event is None:
             return
         if event.type == "DELETED":
@@ -511,16 +512,21 @@ class WatchCache(Generic[M]):
 
     # -- boundary ------------------------------------------------------------------------------
 
-    def _parse(self, key: Key, raw: Mapping[str, Any]) -> caching.Entry[M] | None:
+    def _parse(
+        self, key: Key, raw: Mapping[str, Any], *, report: bool = True
+    ) -> caching.Entry[M] | None:
         """The typed entry, or ``None`` (logged once per resourceVersion) if it fails validation."""
         version = caching.resource_version_of(raw)
         try:
             obj = base.parse(self._model, raw)
-        except model_errors.InvalidObject as exc:
-            self._report_invalid(key, version, "; ".join(str(e) for e in exc.errors))
-            return None
-        except Exception as exc:  # a model validator bug must not stop the cache either
-            self._report_invalid(key, version, repr(exc))
+        except Exception as exc:  # InvalidObject; or a validator bug, which must not stop us
+            if report:
+                problem = (
+                    "; ".join(str(e) for e in exc.errors)
+                    if isinstance(exc, model_errors.InvalidObject)
+                    else repr(exc)
+                )
+                self._report_invalid(key, version, problem)
             return None
         self._invalid.pop(key, None)
         return caching.Entry(version, obj)

@@ -519,8 +519,10 @@ async def test_an_invalid_object_is_logged_with_its_field_and_skipped(
     good = rec.cache.get("good")
     assert good is not None
     assert good.spec.cohort_name == "team"  # the last valid copy stays
+    assert caplog.text.count("skipping invalid object") == 2  # once per bad version
     server.delete("good")
     await until(lambda: rec.cache.get("good") is None)
+    assert caplog.text.count("skipping invalid object") == 2  # a deletion is not re-reported
     assert [(e.type, e.obj.name) for e in rec.events] == [
         ("ADDED", "good"),
         ("ADDED", "later"),
