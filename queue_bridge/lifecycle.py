@@ -1,0 +1,260 @@
+"""Pure: a checkpoint set's progress from its members' real container states.
+
+The workload contract (DESIGN.md, engine ``signal``): on SIGTERM the workload saves, writes one
+line of JSON ``{"kontinue": "saved", ...}`` to its termination message file once the save is
+durable, and exits non-zero (143). A member is saved only if all of that is visible in the
+kubelet's final status; anything else is a failed member with the reason recorded:
+
+- SIGKILL (exit 137, also at the end of the grace period) or ``OOMKilled``, marker or not: the
+  process did not finish on its own terms;
+- exit 0: the save cannot be trusted to be the preemption's, and a Succeeded preempted pod can
+  *complete* its Job (shared/reference/job-accounting.md);
+- a missing, multi-line or malformed message, or one without the marker (``FallbackToLogsOnError``
+  puts a log tail there);
+- finished after the deletion deadline (``deletionTimestamp`` is the end of the grace period);
+- never started (the pod ended, or is gone, before the container ran).
+
+Shapes follow the kubelet recordings (tests/fixtures/bridge/kubelet-*.json): the message is
+copied verbatim, with no trailing newline added; a container that wrote nothing has no
+``message``; times have second resolution.
+
+The set's phase only moves forward: ``Pending`` (no member told to stop yet) -> ``InProgress``
+(any member terminating or done) -> ``Succeeded`` (every member saved) | ``Failed`` (every
+member done, one or more failed). It is terminal only when *every* member is, so a restore never
+starts while one of them may still be writing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from collections.abc import Iterable
+
+from kontinue import keys, lineage
+from kontinue.models import base, checkpoint, core
+from kontinue.models import policy as policy_model
+
+MemberResult = checkpoint.MemberResult
+SIGKILL_EXIT = 137
+EXPECTED_EXIT = 143
+GRACE_TOLERANCE = datetime.timedelta(seconds=1)
+"""``deletionTimestamp`` and ``finishedAt`` are truncated to seconds by different clocks."""
+
+_ORDER = {
+    checkpoint.Phase.PENDING: 0,
+    checkpoint.Phase.IN_PROGRESS: 1,
+    checkpoint.Phase.SUCCEEDED: 2,
+    checkpoint.Phase.FAILED: 2,
+    checkpoint.Phase.EXPIRED: 3,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    """A parsed termination message: ``saved`` only with the exact marker."""
+
+    saved: bool
+    bytes: int | None = None
+    problem: str | None = None
+
+
+def parse_message(text: str | None) -> Message:
+    """Read one termination message; ``problem`` says what is wrong when it is not a save."""
+    if text is None or not text.strip():
+        return Message(False, problem="no termination message")
+    body = text[:-1] if text.endswith("\n") else text
+    if "\n" in body:
+        return Message(False, problem="termination message is not one line")
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return Message(False, problem=f"termination message is not JSON: {_clip(body)}")
+    if not isinstance(data, dict):
+        return Message(False, problem=f"termination message is not a JSON object: {_clip(body)}")
+    marker = data.get(keys.SAVED_MARKER_KEY)
+    if marker != keys.SAVED_MARKER_VALUE:
+        detail = data.get("error") or data.get("reason")
+        said = f"workload reported {keys.SAVED_MARKER_KEY}={marker!r}"
+        return Message(False, problem=f"{said}: {detail}" if detail else said)
+    size = data.get("bytes")
+    valid_size = isinstance(size, int) and not isinstance(size, bool) and size >= 0
+    return Message(True, bytes=size if valid_size else None)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _status(pod: core.Pod, container: str | None) -> core.ContainerStatus | None:
+    name = container or (pod.spec.containers[0].name if pod.spec.containers else None)
+    statuses = (pod.status.container_statuses if pod.status else None) or []
+    return next((s for s in statuses if s.name == name), None)
+
+
+def _pod_done(pod: core.Pod) -> bool:
+    return pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
+
+
+def member_result(
+    pod: core.Pod, *, container: str | None, path: str | None = None
+) -> checkpoint.MemberResult:
+    """The result of one member from its pod's current status (rules in the module doc).
+
+    ``container``: the workload container; ``None`` means the first of ``spec.containers``.
+    ``path``: where the member saves, recorded as is (the caller knows the layout). The node is
+    the member's ``spec.members[].node``, recorded when the Checkpoint is created.
+    """
+    fields: dict[str, object] = {"pod_name": pod.name, "path": path}
+    status = _status(pod, container)
+    state = status.state if status is not None else None
+    terminated = state.terminated if state is not None else None
+    if terminated is None:
+        running = state.running if state is not None else None
+        if _pod_done(pod):
+            fields["state"] = checkpoint.MemberState.FAILED
+            fields["reason"] = "pod ended" if running else "pod ended before the container started"
+        elif pod.metadata.deletion_timestamp is not None and running is not None:
+            fields["state"] = checkpoint.MemberState.SAVING
+            fields["started_at"] = running.get("startedAt")
+        return checkpoint.MemberResult.model_validate(fields)
+    fields["exit_code"] = terminated.exit_code
+    fields["started_at"] = terminated.started_at
+    fields["finished_at"] = terminated.finished_at
+    message = parse_message(terminated.message)
+    failure = _failure(pod, terminated, message)
+    if failure is not None:
+        fields["state"] = checkpoint.MemberState.FAILED
+        fields["reason"] = failure
+    else:
+        fields["state"] = checkpoint.MemberState.SAVED
+        fields["reason"] = f"saved, exit {terminated.exit_code}"
+        fields["bytes"] = message.bytes
+    return checkpoint.MemberResult.model_validate(fields)
+
+
+def _failure(
+    pod: core.Pod, terminated: core.ContainerStateTerminated, message: Message
+) -> str | None:
+    code = terminated.exit_code
+    if terminated.reason == "OOMKilled":
+        return f"OOMKilled (exit {code})"
+    if code == SIGKILL_EXIT or terminated.signal == 9:
+        return f"killed by SIGKILL (exit {code}): the save did not finish within the grace period"
+    if code == 0:
+        return "exited 0 after eviction: a preempted pod must exit non-zero (143)"
+    if not message.saved:
+        return f"{message.problem} (exit {code})"
+    deadline = pod.metadata.deletion_timestamp
+    if (
+        deadline is not None
+        and terminated.finished_at is not None
+        and terminated.finished_at > deadline + GRACE_TOLERANCE
+    ):
+        return (
+            f"finished at {_iso(terminated.finished_at)}, after the grace period ended "
+            f"at {_iso(deadline)}"
+        )
+    return None
+
+
+def _iso(value: datetime.datetime) -> str:
+    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def phase(members: Iterable[checkpoint.MemberResult]) -> checkpoint.Phase:
+    """The set's phase from its members' results (see module doc)."""
+    states = [m.state for m in members]
+    if not states or all(s is checkpoint.MemberState.PENDING for s in states):
+        return checkpoint.Phase.PENDING
+    done = (checkpoint.MemberState.SAVED, checkpoint.MemberState.FAILED)
+    if not all(s in done for s in states):
+        return checkpoint.Phase.IN_PROGRESS
+    if all(s is checkpoint.MemberState.SAVED for s in states):
+        return checkpoint.Phase.SUCCEEDED
+    return checkpoint.Phase.FAILED
+
+
+def next_status(
+    cp: checkpoint.Checkpoint,
+    pods: Iterable[core.Pod],
+    *,
+    container: str | None = None,
+    policy: policy_model.CheckpointPolicy | None = None,
+    now: datetime.datetime | None = None,
+) -> checkpoint.CheckpointStatus:
+    """One reconcile step: the status ``cp`` should have given the member pods seen now.
+
+    ``pods``: the caller's (synced) cache view; members are matched by UID, so a pod that
+    reuses a member's name is not that member. A member's result, once terminal, is never
+    recomputed (the pod may be gone after its finalizer is removed). A member whose pod is
+    absent before its result was recorded failed ("pod gone") — the finalizer exists to
+    prevent exactly that. A terminal or ``Expired`` status is returned unchanged.
+
+    ``now`` stamps the ``Saved`` condition when the set turns terminal (default: the latest
+    member finish time, so the function stays pure).
+    """
+    current = cp.status
+    if current.phase.terminal:
+        return current
+    by_uid = {p.metadata.uid: p for p in pods if p.metadata.uid}
+    previous = {r.pod_name: r for r in current.members}
+    chosen_policy = policy or policy_model.DEFAULT
+    results: list[checkpoint.MemberResult] = []
+    for member in cp.spec.members:
+        path = lineage.checkpoint_dir(chosen_policy, cp.spec.lineage, member.pod_uid)
+        before = previous.get(member.pod_name)
+        if before is not None and before.state in (
+            checkpoint.MemberState.SAVED,
+            checkpoint.MemberState.FAILED,
+        ):
+            results.append(before)
+            continue
+        pod = by_uid.get(member.pod_uid)
+        if pod is None:
+            results.append(
+                checkpoint.MemberResult(
+                    pod_name=member.pod_name,
+                    state=checkpoint.MemberState.FAILED,
+                    reason="pod gone before its result was recorded",
+                    path=path,
+                )
+            )
+            continue
+        results.append(member_result(pod, container=container, path=path))
+
+    new_phase = phase(results)
+    if _ORDER[new_phase] < _ORDER[current.phase]:
+        new_phase = current.phase
+    update: dict[str, object] = {
+        "members": results,
+        "phase": new_phase,
+        "path": lineage.lineage_dir(cp.spec.lineage),
+    }
+    if new_phase.terminal:
+        update["message"] = _summary(new_phase, results)
+        stamp = now or max(
+            (r.finished_at for r in results if r.finished_at is not None),
+            default=cp.spec.trigger.time,
+        )
+        saved = new_phase is checkpoint.Phase.SUCCEEDED
+        condition = base.Condition(
+            type=keys.CONDITION_SAVED,
+            status="True" if saved else "False",
+            reason="AllMembersSaved" if saved else "MemberFailed",
+            message=str(update["message"]),
+            last_transition_time=stamp,
+        )
+        others = [c for c in current.conditions if c.type != keys.CONDITION_SAVED]
+        update["conditions"] = [*others, condition]
+    return current.model_copy(update=update)
+
+
+def _summary(result: checkpoint.Phase, members: list[checkpoint.MemberResult]) -> str:
+    if result is checkpoint.Phase.SUCCEEDED:
+        sizes = [m.bytes for m in members if m.bytes is not None]
+        size = f", {sum(sizes)} bytes" if len(sizes) == len(members) else ""
+        return f"{len(members)}/{len(members)} members saved{size}"
+    failed = [m for m in members if m.state is checkpoint.MemberState.FAILED]
+    detail = "; ".join(f"{m.pod_name}: {m.reason}" for m in failed)
+    return f"{len(failed)}/{len(members)} members failed: {detail}"

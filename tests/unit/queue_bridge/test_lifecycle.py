@@ -1,0 +1,395 @@
+"""Member results from real container states, the set's phase, and one reconcile step."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kontinue import keys, lineage
+from kontinue.models import checkpoint, core, policy
+from queue_bridge import lifecycle
+from tests import fixtures
+
+BRIDGE = fixtures.FIXTURES / "bridge"
+S = checkpoint.MemberState
+
+
+def recorded(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((BRIDGE / f"{name}.json").read_text())
+    return data
+
+
+def pod_from(name: str, change: Callable[[dict[str, Any]], None] | None = None) -> core.Pod:
+    data = recorded(name)
+    if change is not None:
+        change(data)
+    return core.Pod.model_validate(data)
+
+
+def terminated(**fields: Any) -> Callable[[dict[str, Any]], None]:
+    """Edit the first container's terminated state (recorded shape, one field changed)."""
+
+    def change(data: dict[str, Any]) -> None:
+        state = data["status"]["containerStatuses"][0]["state"]["terminated"]
+        for key, value in fields.items():
+            if value is None:
+                state.pop(key, None)
+            else:
+                state[key] = value
+
+    return change
+
+
+SAVED_MESSAGE = '{"kontinue": "saved", "step": 42, "bytes": 1024}'
+
+# name -> (pod, state, exit code, reason part, bytes)
+RESULTS: dict[str, tuple[core.Pod, checkpoint.MemberState, int | None, str, int | None]] = {
+    "recorded-saved-143": (
+        pod_from("kubelet-sigterm-saved"),
+        S.SAVED,
+        143,
+        "saved, exit 143",
+        None,
+    ),
+    "saved-with-bytes": (
+        pod_from("kubelet-sigterm-saved", terminated(message=SAVED_MESSAGE)),
+        S.SAVED,
+        143,
+        "saved",
+        1024,
+    ),
+    "saved-trailing-newline": (
+        pod_from("kubelet-sigterm-saved", terminated(message=SAVED_MESSAGE + "\n")),
+        S.SAVED,
+        143,
+        "saved",
+        1024,
+    ),
+    "recorded-sigkill-137": (
+        pod_from("kubelet-sigterm-ignored-killed"),
+        S.FAILED,
+        137,
+        "killed by SIGKILL (exit 137)",
+        None,
+    ),
+    "sigkill-even-with-marker": (
+        pod_from("kubelet-sigterm-ignored-killed", terminated(message=SAVED_MESSAGE)),
+        S.FAILED,
+        137,
+        "SIGKILL",
+        None,
+    ),
+    "oom-killed": (
+        pod_from("kubelet-sigterm-saved", terminated(reason="OOMKilled", exitCode=137)),
+        S.FAILED,
+        137,
+        "OOMKilled",
+        None,
+    ),
+    "recorded-exit-0": (
+        pod_from("kubelet-run-to-success"),
+        S.FAILED,
+        0,
+        "exited 0 after eviction",
+        None,
+    ),
+    "exit-0-with-marker": (
+        pod_from("kubelet-sigterm-saved", terminated(exitCode=0)),
+        S.FAILED,
+        0,
+        "exited 0",
+        None,
+    ),
+    "recorded-not-json": (
+        pod_from("kubelet-run-to-failure"),
+        S.FAILED,
+        3,
+        "termination message is not JSON: training failed at step 7",
+        None,
+    ),
+    "no-message-143": (
+        pod_from("kubelet-sigterm-saved", terminated(message=None)),
+        S.FAILED,
+        143,
+        "no termination message (exit 143)",
+        None,
+    ),
+    "two-lines": (
+        pod_from("kubelet-sigterm-saved", terminated(message=SAVED_MESSAGE + "\n{}")),
+        S.FAILED,
+        143,
+        "not one line",
+        None,
+    ),
+    "json-list": (
+        pod_from("kubelet-sigterm-saved", terminated(message="[1]")),
+        S.FAILED,
+        143,
+        "not a JSON object",
+        None,
+    ),
+    "workload-said-failed": (
+        pod_from(
+            "kubelet-sigterm-saved",
+            terminated(message='{"kontinue": "failed", "error": "disk full"}'),
+        ),
+        S.FAILED,
+        143,
+        "workload reported kontinue='failed': disk full",
+        None,
+    ),
+    "after-grace-period": (
+        pod_from(
+            "kubelet-sigterm-saved",
+            terminated(finishedAt="2026-12-02T11:23:45Z"),
+        ),
+        S.FAILED,
+        143,
+        "after the grace period ended",
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("pod", "state", "code", "reason", "size"), list(RESULTS.values()), ids=list(RESULTS)
+)
+def test_member_result_from_terminated(
+    pod: core.Pod, state: checkpoint.MemberState, code: int | None, reason: str, size: int | None
+) -> None:
+    result = lifecycle.member_result(pod, container=None, path="ns/job-x/uid")
+
+    assert result.state is state
+    assert result.exit_code == code
+    assert result.reason is not None
+    assert reason in result.reason
+    assert result.bytes == size
+    assert result.pod_name == pod.name
+    assert result.path == "ns/job-x/uid"
+    terminated_state = pod.status.container_statuses[0].state.terminated  # type: ignore[index, union-attr]
+    assert result.finished_at == terminated_state.finished_at  # type: ignore[union-attr]
+    assert result.started_at is not None
+
+
+def test_recorded_saved_pod_finished_inside_its_grace_period() -> None:
+    """The recording's deletionTimestamp is the deadline; the save finished before it."""
+    pod = pod_from("kubelet-sigterm-saved")
+    assert pod.metadata.deletion_timestamp is not None
+    finished = pod.status.container_statuses[0].state.terminated.finished_at  # type: ignore[index, union-attr]
+    assert finished is not None
+    assert finished <= pod.metadata.deletion_timestamp
+
+
+def _running(deleting: bool) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        data["status"]["phase"] = "Running"
+        data["status"]["containerStatuses"][0]["state"] = {
+            "running": {"startedAt": "2026-12-02T11:23:06Z"}
+        }
+        if not deleting:
+            data["metadata"].pop("deletionTimestamp", None)
+
+    return change
+
+
+def _waiting(phase: str) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        data["status"]["phase"] = phase
+        data["status"]["containerStatuses"][0]["state"] = {
+            "waiting": {"reason": "ContainerCreating"}
+        }
+
+    return change
+
+
+def _no_status(data: dict[str, Any]) -> None:
+    data.pop("status")
+
+
+NOT_TERMINATED = {
+    "running-not-told-yet": (_running(deleting=False), S.PENDING, None),
+    "running-terminating": (_running(deleting=True), S.SAVING, None),
+    "waiting-pod-pending": (_waiting("Pending"), S.PENDING, None),
+    "never-started-pod-failed": (_waiting("Failed"), S.FAILED, "before the container started"),
+    "no-status": (_no_status, S.PENDING, None),
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "state", "reason"), list(NOT_TERMINATED.values()), ids=list(NOT_TERMINATED)
+)
+def test_member_result_before_termination(
+    change: Callable[[dict[str, Any]], None], state: checkpoint.MemberState, reason: str | None
+) -> None:
+    result = lifecycle.member_result(pod_from("kubelet-sigterm-saved", change), container="main")
+    assert result.state is state
+    assert result.exit_code is None
+    if reason is None:
+        assert result.reason is None
+    else:
+        assert result.reason is not None
+        assert reason in result.reason
+
+
+def test_member_result_reads_the_named_container() -> None:
+    def sidecar_first(data: dict[str, Any]) -> None:
+        data["spec"]["containers"].insert(0, {"name": "sidecar", "image": "x"})
+        status = json.loads(json.dumps(data["status"]["containerStatuses"][0]))
+        status["name"] = "sidecar"
+        status["state"]["terminated"].update(exitCode=0, reason="Completed")
+        status["state"]["terminated"].pop("message")
+        data["status"]["containerStatuses"].insert(0, status)
+
+    pod = pod_from("kubelet-sigterm-saved", sidecar_first)
+    assert lifecycle.member_result(pod, container="main").state is S.SAVED
+    assert lifecycle.member_result(pod, container=None).state is S.FAILED  # first = sidecar
+
+
+def result(state: checkpoint.MemberState) -> checkpoint.MemberResult:
+    return checkpoint.MemberResult(pod_name="p", state=state)
+
+
+@pytest.mark.parametrize(
+    ("states", "expected"),
+    [
+        ([], checkpoint.Phase.PENDING),
+        ([S.PENDING, S.PENDING], checkpoint.Phase.PENDING),
+        ([S.PENDING, S.SAVING], checkpoint.Phase.IN_PROGRESS),
+        ([S.SAVED, S.PENDING], checkpoint.Phase.IN_PROGRESS),
+        ([S.FAILED, S.SAVING], checkpoint.Phase.IN_PROGRESS),
+        ([S.SAVED, S.SAVED], checkpoint.Phase.SUCCEEDED),
+        ([S.SAVED], checkpoint.Phase.SUCCEEDED),
+        ([S.SAVED, S.FAILED], checkpoint.Phase.FAILED),
+        ([S.FAILED], checkpoint.Phase.FAILED),
+    ],
+    ids=[
+        "none",
+        "all-pending",
+        "one-saving",
+        "one-saved-one-pending",
+        "failed-but-other-running",
+        "all-saved",
+        "single-saved",
+        "one-failed",
+        "single-failed",
+    ],
+)
+def test_phase(states: list[checkpoint.MemberState], expected: checkpoint.Phase) -> None:
+    assert lifecycle.phase(result(s) for s in states) is expected
+
+
+LINEAGE = checkpoint.Lineage(namespace="default", owner_kind="Job", owner_name="j", owner_uid="u")
+
+
+def checkpoint_of(pods: list[core.Pod], **status: Any) -> checkpoint.Checkpoint:
+    return checkpoint.Checkpoint(
+        metadata={"name": "cp", "namespace": "default"},
+        spec=checkpoint.CheckpointSpec(
+            lineage=LINEAGE,
+            trigger=checkpoint.Trigger(
+                source=checkpoint.TriggerSource.KUEUE,
+                reason="Preempted",
+                time=datetime.datetime(2026, 12, 2, 11, 23, 7, tzinfo=datetime.UTC),
+            ),
+            members=[
+                checkpoint.Member(pod_name=p.name, pod_uid=p.metadata.uid or "", index=i)
+                for i, p in enumerate(pods)
+            ],
+        ),
+        status=checkpoint.CheckpointStatus(**status),
+    )
+
+
+def second(name: str, change: Callable[[dict[str, Any]], None] | None = None) -> core.Pod:
+    """Another member: the same recording under another name and UID."""
+
+    def rename(data: dict[str, Any]) -> None:
+        data["metadata"].update(name=data["metadata"]["name"] + "-b", uid="uid-b")
+        if change is not None:
+            change(data)
+
+    return pod_from(name, rename)
+
+
+def test_next_status_all_saved_succeeds_with_paths_and_condition() -> None:
+    a, b = pod_from("kubelet-sigterm-saved"), second("kubelet-sigterm-saved")
+    cp = checkpoint_of([a, b])
+
+    status = lifecycle.next_status(cp, [a, b])
+
+    assert status.phase is checkpoint.Phase.SUCCEEDED
+    assert [m.state for m in status.members] == [S.SAVED, S.SAVED]
+    assert status.members[0].path == lineage.checkpoint_dir(
+        policy.DEFAULT, LINEAGE, a.metadata.uid or ""
+    )
+    assert status.path == lineage.lineage_dir(LINEAGE)
+    assert status.message == "2/2 members saved"
+    (saved,) = status.conditions
+    assert (saved.type, saved.status, saved.reason) == (
+        keys.CONDITION_SAVED,
+        "True",
+        "AllMembersSaved",
+    )
+    assert saved.last_transition_time == a.status.container_statuses[0].state.terminated.finished_at  # type: ignore[index, union-attr]
+
+
+def test_next_status_one_killed_fails_naming_it() -> None:
+    a, b = pod_from("kubelet-sigterm-saved"), second("kubelet-sigterm-ignored-killed")
+    status = lifecycle.next_status(checkpoint_of([a, b]), [a, b])
+    assert status.phase is checkpoint.Phase.FAILED
+    assert status.message is not None
+    assert status.message.startswith(f"1/2 members failed: {b.name}: killed by SIGKILL")
+    assert status.conditions[0].status == "False"
+
+
+def test_next_status_stays_in_progress_while_a_member_saves() -> None:
+    a = pod_from("kubelet-sigterm-ignored-killed")
+    b = second("kubelet-sigterm-saved", _running(deleting=True))
+    status = lifecycle.next_status(checkpoint_of([a, b]), [a, b])
+    assert status.phase is checkpoint.Phase.IN_PROGRESS
+    assert [m.state for m in status.members] == [S.FAILED, S.SAVING]
+    assert status.conditions == []
+
+
+def test_next_status_keeps_recorded_results_once_pods_are_gone() -> None:
+    """After the finalizer is removed the pod disappears; its recorded result stays."""
+    a, b = pod_from("kubelet-sigterm-saved"), second("kubelet-sigterm-saved", _running(True))
+    first = lifecycle.next_status(checkpoint_of([a, b]), [a, b])
+    assert first.phase is checkpoint.Phase.IN_PROGRESS
+    b_done = second("kubelet-sigterm-saved")
+
+    status = lifecycle.next_status(checkpoint_of([a, b], **first.model_dump()), [b_done])
+
+    assert status.phase is checkpoint.Phase.SUCCEEDED
+    assert status.members[0] == first.members[0]
+
+
+def test_next_status_pod_gone_unrecorded_fails() -> None:
+    a, b = pod_from("kubelet-sigterm-saved"), second("kubelet-sigterm-saved")
+    status = lifecycle.next_status(checkpoint_of([a, b]), [a])
+    assert status.phase is checkpoint.Phase.FAILED
+    assert status.members[1].reason == "pod gone before its result was recorded"
+
+
+def test_next_status_matches_members_by_uid_not_name() -> None:
+    a = pod_from("kubelet-sigterm-saved")
+    impostor = pod_from("kubelet-sigterm-saved", lambda d: d["metadata"].update(uid="new-uid"))
+    status = lifecycle.next_status(checkpoint_of([a]), [impostor])
+    assert status.members[0].state is S.FAILED
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed", "Expired"])
+def test_next_status_terminal_is_final(phase: str) -> None:
+    a = pod_from("kubelet-sigterm-ignored-killed")
+    cp = checkpoint_of([a], phase=phase, failedRestores=1)
+    assert lifecycle.next_status(cp, [a]) == cp.status
+
+
+def test_next_status_never_moves_back() -> None:
+    a = pod_from("kubelet-sigterm-saved", _running(deleting=False))
+    cp = checkpoint_of([a], phase="InProgress")
+    assert lifecycle.next_status(cp, [a]).phase is checkpoint.Phase.IN_PROGRESS
