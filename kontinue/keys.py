@@ -104,6 +104,10 @@ JOBSET_UID_LABEL: Final = "jobset.sigs.k8s.io/jobset-uid"
 CHECKPOINT_MANIFEST_FILE: Final = "MANIFEST.json"
 ENV_WAIT_FOR: Final = "KONTINUE_WAIT_FOR"
 
+# --- queue lookups on pods the webhook does (kueue pkg/controller/constants, volcano pg controller)
+KUEUE_LOCAL_QUEUE_LABEL: Final = "kueue.x-k8s.io/local-queue-name"
+VOLCANO_POD_QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
+
 # --- where a process finds its termination-message file when no container runtime mounts one at
 # /dev/termination-log (the emulator's kubelet, local runs of the reference workload) -----------
 ENV_TERMINATION_LOG: Final = "KONTINUE_TERMINATION_LOG"

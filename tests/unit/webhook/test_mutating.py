@@ -1,0 +1,602 @@
+"""Mutation rules, pure: recorded AdmissionReviews + a cache snapshot -> patch, applied and
+validated the way the apiserver would. Over-HTTPS coverage is in tests/integration/webhook/.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from kontinue import keys, lineage
+from tests.unit.webhook import support
+from webhook import admission, optin, plumbing, review, settings, state
+
+CONFIG = settings.Settings(image="registry.example/kontinue:test")
+Obj = dict[str, Any]
+
+
+def _snapshot(**extra: Any) -> state.Snapshot:
+    return state.Snapshot.of(
+        cluster_queues=[support.opted_in_cq("cq-gpu"), support.cluster_queue("cq-plain")],
+        **extra,
+    )
+
+
+def _mutate(pod: Obj, snap: state.Snapshot, **kwargs: Any) -> review.Verdict:
+    request = support.parsed(support.request_for(pod, **kwargs))
+    return admission.mutate(request, state=snap, config=CONFIG)
+
+
+def _env(container: Obj) -> dict[str, Obj]:
+    return {e["name"]: e for e in container.get("env") or []}
+
+
+def test_opted_in_pod_gets_checkpoint_plumbing_and_stays_valid() -> None:
+    pod = support.kueue_pod()
+    verdict = _mutate(pod, _snapshot())
+    assert verdict.allowed
+    out = support.apply_patch(pod, verdict.patch)
+    assert support.pod_errors(out) == []
+
+    meta, spec = out["metadata"], out["spec"]
+    expected_lineage = lineage.annotation_value(support.lineage_of(pod))
+    assert meta["annotations"][keys.LINEAGE_ANNOTATION] == expected_lineage
+    assert keys.RESTORE_FROM_ANNOTATION not in meta["annotations"]
+    assert "no checkpoint" in meta["annotations"][keys.COLD_START_REASON_ANNOTATION]
+    assert meta["finalizers"] == ["batch.kubernetes.io/job-tracking", keys.CHECKPOINT_FINALIZER]
+    # default policy: 120 s minimum, the recorded pod already had 120 -> unchanged
+    assert spec["terminationGracePeriodSeconds"] == 120
+    volume = next(v for v in spec["volumes"] if v["name"] == keys.CHECKPOINT_VOLUME)
+    assert volume == {
+        "name": keys.CHECKPOINT_VOLUME,
+        "persistentVolumeClaim": {"claimName": "kontinue"},
+    }
+    container = spec["containers"][0]
+    env = container["env"]
+    # The pod UID comes first so the kubelet can expand $(KONTINUE_POD_UID) in what follows.
+    assert env[0] == {
+        "name": keys.ENV_POD_UID,
+        "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.uid"}},
+    }
+    lineage_dir = lineage.lineage_dir(support.lineage_of(pod))
+    assert env[1] == {
+        "name": keys.ENV_CHECKPOINT_DIR,
+        "value": f"/kontinue/checkpoints/{lineage_dir}/$(KONTINUE_POD_UID)",
+    }
+    assert keys.ENV_RESTORE_FROM not in _env(container)
+    assert {"name": keys.CHECKPOINT_VOLUME, "mountPath": "/kontinue/checkpoints"} in container[
+        "volumeMounts"
+    ]
+    assert "initContainers" not in spec
+
+
+def test_pod_of_a_queue_that_did_not_opt_in_gets_no_patch() -> None:
+    pod = support.kueue_pod(cluster_queue="cq-plain")
+    verdict = _mutate(pod, _snapshot())
+    assert verdict == review.allow()
+
+
+@pytest.mark.parametrize(
+    "stem", ["03-", "12-", "23-", "35-"], ids=["job-pod", "dry-run", "preemptor", "bare-pod"]
+)
+def test_recorded_pods_without_a_queue_get_no_patch(stem: str) -> None:
+    request = support.parsed(support.recorded(stem))
+    verdict = admission.mutate(request, state=_snapshot(), config=CONFIG)
+    assert verdict == review.allow()
+
+
+@pytest.mark.parametrize("stem", ["06-", "07-", "31-"], ids=["update", "delete", "eviction"])
+def test_non_create_requests_are_never_patched(stem: str) -> None:
+    body = support.recorded(stem)
+    if body["request"].get("object"):
+        body["request"]["object"]["metadata"].setdefault("labels", {})[
+            keys.KUEUE_CLUSTER_QUEUE_LABEL
+        ] = "cq-gpu"
+    verdict = admission.mutate(support.parsed(body), state=_snapshot(), config=CONFIG)
+    assert verdict == review.allow()
+
+
+def test_opt_out_annotation_on_the_pod_leaves_it_alone() -> None:
+    pod = support.kueue_pod()
+    pod["metadata"]["annotations"] = {keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"}
+    assert _mutate(pod, _snapshot()) == review.allow()
+
+
+def test_bare_pod_in_an_opted_in_queue_is_left_alone_with_a_warning() -> None:
+    pod = support.recorded_object("35-")
+    pod["metadata"]["labels"] = {keys.KUEUE_CLUSTER_QUEUE_LABEL: "cq-gpu"}
+    verdict = _mutate(pod, _snapshot())
+    assert verdict.patch == ()
+    assert "no controller" in verdict.warnings[0]
+
+
+def test_grace_period_is_raised_to_the_policy_minimum_but_never_lowered() -> None:
+    snap = _snapshot(policies=[support.checkpoint_policy("default", support.HOSTPATH_POLICY)])
+    pod = support.kueue_pod()
+    out = support.apply_patch(pod, _mutate(pod, snap).patch)
+    assert out["spec"]["terminationGracePeriodSeconds"] == 300
+
+    pod["spec"]["terminationGracePeriodSeconds"] = 900
+    out = support.apply_patch(pod, _mutate(pod, snap).patch)
+    assert out["spec"]["terminationGracePeriodSeconds"] == 900
+
+    del pod["spec"]["terminationGracePeriodSeconds"]  # defaulted to 30 by the apiserver later
+    out = support.apply_patch(pod, _mutate(pod, snap).patch)
+    assert out["spec"]["terminationGracePeriodSeconds"] == 300
+
+
+def test_host_path_policy_named_by_the_queue() -> None:
+    snap = state.Snapshot.of(
+        cluster_queues=[support.opted_in_cq("cq-gpu", policy="dev")],
+        policies=[support.checkpoint_policy("dev", support.HOSTPATH_POLICY)],
+    )
+    pod = support.kueue_pod()
+    out = support.apply_patch(pod, _mutate(pod, snap).patch)
+    volume = next(v for v in out["spec"]["volumes"] if v["name"] == keys.CHECKPOINT_VOLUME)
+    assert volume["hostPath"] == {"path": "/var/lib/kontinue", "type": "DirectoryOrCreate"}
+    assert _env(out["spec"]["containers"][0])[keys.ENV_CHECKPOINT_DIR]["value"].startswith("/ckpt/")
+
+
+def test_missing_named_policy_leaves_the_pod_alone_with_a_warning() -> None:
+    snap = state.Snapshot.of(cluster_queues=[support.opted_in_cq("cq-gpu", policy="gone")])
+    verdict = _mutate(support.kueue_pod(), snap)
+    assert verdict.patch == ()
+    assert "'gone'" in verdict.warnings[0]
+
+
+def test_user_values_of_reserved_env_are_replaced_not_duplicated() -> None:
+    pod = support.kueue_pod()
+    pod["spec"]["containers"][0]["env"] = [
+        {"name": "A", "value": "1"},
+        {"name": keys.ENV_RESTORE_FROM, "value": "/elsewhere"},
+        {"name": keys.ENV_CHECKPOINT_DIR, "value": "/mine"},
+    ]
+    verdict = _mutate(pod, _snapshot())
+    out = support.apply_patch(pod, verdict.patch)
+    assert support.pod_errors(out) == []
+    env = _env(out["spec"]["containers"][0])
+    assert env["A"] == {"name": "A", "value": "1"}
+    assert keys.ENV_RESTORE_FROM not in env
+    assert env[keys.ENV_CHECKPOINT_DIR]["value"] != "/mine"
+    assert any("was replaced" in w for w in verdict.warnings)
+
+
+def test_mount_path_clash_leaves_the_pod_unplumbed() -> None:
+    pod = support.kueue_pod()
+    pod["spec"]["volumes"].append({"name": "scratch", "emptyDir": {}})
+    pod["spec"]["containers"][0]["volumeMounts"].append(
+        {"name": "scratch", "mountPath": "/kontinue/checkpoints"}
+    )
+    verdict = _mutate(pod, _snapshot())
+    assert verdict.patch == ()
+    assert "already mounts scratch" in verdict.warnings[0]
+
+
+def test_reserved_annotations_forged_before_us_are_overwritten() -> None:
+    pod = support.kueue_pod()
+    pod["metadata"]["annotations"] = {
+        keys.RESTORE_FROM_ANNOTATION: "someone-elses",
+        keys.LINEAGE_ANNOTATION: "other/Job/x/uid",
+    }
+    out = support.apply_patch(pod, _mutate(pod, _snapshot()).patch)
+    annotations = out["metadata"]["annotations"]
+    assert keys.RESTORE_FROM_ANNOTATION not in annotations
+    assert annotations[keys.LINEAGE_ANNOTATION] == lineage.annotation_value(support.lineage_of(pod))
+
+
+# --- restore ------------------------------------------------------------------------------
+
+
+def _with_checkpoints(pod: Obj, *checkpoints: Any, nodes: Any = ()) -> state.Snapshot:
+    return _snapshot(checkpoints=checkpoints, nodes=nodes)
+
+
+def test_restore_injects_init_container_env_annotation_and_affinity() -> None:
+    pod = support.kueue_pod()
+    pod_lineage = support.lineage_of(pod)
+    cp = support.make_checkpoint(
+        "train-a-1",
+        lineage=pod_lineage,
+        fingerprint={
+            "gpuProduct": "NVIDIA-A100-SXM4-80GB",
+            "cudaDriverMajor": "550",
+            "gpuCount": 1,
+        },
+    )
+    snap = _with_checkpoints(
+        pod, cp, nodes=[support.gpu_node("n1", product="NVIDIA-A100-SXM4-80GB")]
+    )
+    verdict = _mutate(pod, snap)
+    out = support.apply_patch(pod, verdict.patch)
+    assert support.pod_errors(out) == []
+    meta, spec = out["metadata"], out["spec"]
+    assert meta["annotations"][keys.RESTORE_FROM_ANNOTATION] == "train-a-1"
+    assert keys.COLD_START_REASON_ANNOTATION not in meta["annotations"]
+
+    init = spec["initContainers"][0]
+    assert init["name"] == keys.RESTORE_INIT_CONTAINER
+    assert init["image"] == CONFIG.image
+    assert init["command"] == ["python", "-m", "queue_bridge.restore"]
+    init_env = _env(init)
+    member_dir = (
+        f"/kontinue/checkpoints/{lineage.lineage_dir(pod_lineage)}/"
+        "11111111-2222-3333-4444-555555555555"
+    )
+    assert init_env[plumbing.ENV_RESTORE_SOURCE]["value"] == member_dir
+    assert init_env[keys.ENV_WAIT_FOR]["value"] == ""
+    assert init_env[keys.ENV_RESTORE_FROM]["value"] == plumbing.RESTORE_LINK
+    assert {
+        "name": keys.CHECKPOINT_VOLUME,
+        "mountPath": "/kontinue/checkpoints",
+        "readOnly": True,
+    } in init["volumeMounts"]
+
+    main = spec["containers"][0]
+    assert _env(main)[keys.ENV_RESTORE_FROM]["value"] == plumbing.RESTORE_LINK
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert terms == [
+        {
+            "matchExpressions": [
+                {"key": keys.CUDA_DRIVER_MAJOR_LABEL, "operator": "In", "values": ["550"]},
+                {
+                    "key": keys.GPU_PRODUCT_LABEL,
+                    "operator": "In",
+                    "values": ["NVIDIA-A100-SXM4-80GB"],
+                },
+            ]
+        }
+    ]
+
+
+def test_restore_affinity_is_anded_into_every_existing_term() -> None:
+    pod = support.kueue_pod()
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
+                ]
+            }
+        }
+    }
+    cp = support.make_checkpoint(
+        "cp", lineage=support.lineage_of(pod), fingerprint={"gpuProduct": "H100"}
+    )
+    snap = _with_checkpoints(pod, cp, nodes=[support.gpu_node("n", product="H100")])
+    out = support.apply_patch(pod, _mutate(pod, snap).patch)
+    terms = out["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    for zone, term in zip("ab", terms, strict=True):
+        assert term["matchExpressions"] == [
+            {"key": "zone", "operator": "In", "values": [zone]},
+            {"key": keys.GPU_PRODUCT_LABEL, "operator": "In", "values": ["H100"]},
+        ]
+
+
+def test_node_selector_with_the_same_value_needs_no_affinity() -> None:
+    pod = support.kueue_pod()
+    pod["spec"]["nodeSelector"] = {keys.GPU_PRODUCT_LABEL: "H100"}
+    cp = support.make_checkpoint(
+        "cp", lineage=support.lineage_of(pod), fingerprint={"gpuProduct": "H100"}
+    )
+    snap = _with_checkpoints(pod, cp, nodes=[support.gpu_node("n", product="H100")])
+    out = support.apply_patch(pod, _mutate(pod, snap).patch)
+    assert "affinity" not in out["spec"]
+    assert out["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == "cp"
+
+
+def test_node_selector_conflict_means_cold_start_never_a_conflicting_pod() -> None:
+    pod = support.kueue_pod()
+    pod["spec"]["nodeSelector"] = {keys.GPU_PRODUCT_LABEL: "L4"}  # Kueue's flavor, say
+    cp = support.make_checkpoint(
+        "cp", lineage=support.lineage_of(pod), fingerprint={"gpuProduct": "H100"}
+    )
+    snap = _with_checkpoints(
+        pod, cp, nodes=[support.gpu_node("n", product="H100"), support.gpu_node("m", product="L4")]
+    )
+    out = support.apply_patch(pod, _mutate(pod, snap).patch)
+    annotations = out["metadata"]["annotations"]
+    assert keys.RESTORE_FROM_ANNOTATION not in annotations
+    assert (
+        "nodeSelector nvidia.com/gpu.product=L4" in annotations[keys.COLD_START_REASON_ANNOTATION]
+    )
+    assert "initContainers" not in out["spec"]
+    assert "affinity" not in out["spec"]
+    assert support.pod_errors(out) == []
+
+
+def test_incompatible_checkpoint_gives_cold_start_with_the_reason() -> None:
+    pod = support.kueue_pod()
+    cp = support.make_checkpoint("cp", lineage=support.lineage_of(pod), fingerprint={"gpuCount": 8})
+    out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, cp)).patch)
+    assert (
+        "gpuCount 8 != pod's 1" in out["metadata"]["annotations"][keys.COLD_START_REASON_ANNOTATION]
+    )
+
+
+def test_checkpoint_of_a_previous_job_with_the_same_name_is_never_used() -> None:
+    pod = support.kueue_pod()
+    stranger = support.lineage_of(pod).model_copy(update={"owner_uid": "another-uid"})
+    cp = support.make_checkpoint("old-job-cp", lineage=stranger)
+    out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, cp)).patch)
+    assert keys.RESTORE_FROM_ANNOTATION not in out["metadata"]["annotations"]
+
+
+def test_previous_incarnation_still_saving_means_wait_for_it_with_fallback() -> None:
+    pod = support.kueue_pod()
+    pod_lineage = support.lineage_of(pod)
+    old = support.make_checkpoint("cp-old", lineage=pod_lineage, minutes_ago=60)
+    saving = support.make_checkpoint(
+        "cp-new",
+        lineage=pod_lineage,
+        phase="InProgress",
+        minutes_ago=1,
+        members=[("prev-pod", "99999999-8888-7777-6666-555555555555", 0)],
+    )
+    snap = _with_checkpoints(pod, old, saving)
+    verdict = _mutate(pod, snap)
+    out = support.apply_patch(pod, verdict.patch)
+    assert support.pod_errors(out) == []
+    assert out["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == "cp-new"
+    init_env = _env(out["spec"]["initContainers"][0])
+    assert init_env[keys.ENV_WAIT_FOR]["value"].endswith("/99999999-8888-7777-6666-555555555555")
+    assert init_env[plumbing.ENV_WAIT_CHECKPOINT]["value"] == "cp-new"
+    assert init_env[plumbing.ENV_RESTORE_SOURCE]["value"].endswith(
+        "/11111111-2222-3333-4444-555555555555"
+    )
+    assert init_env[plumbing.ENV_RESTORE_CHECKPOINT]["value"] == "cp-old"
+    assert init_env[plumbing.ENV_WAIT_SECONDS]["value"] == "600"
+
+
+def test_recorded_member_path_and_completion_index_pick_the_directory() -> None:
+    pod = support.kueue_pod()
+    pod["metadata"]["annotations"] = {keys.JOB_COMPLETION_INDEX_ANNOTATION: "1"}
+    cp = support.make_checkpoint(
+        "cp",
+        lineage=support.lineage_of(pod),
+        members=[("p0", "uid-0", 0), ("p1", "uid-1", 1)],
+    )
+    out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, cp)).patch)
+    source = _env(out["spec"]["initContainers"][0])[plumbing.ENV_RESTORE_SOURCE]["value"]
+    assert source.endswith("/uid-1")
+
+    recorded_path = support.make_checkpoint(
+        "cp2", lineage=support.lineage_of(pod), status_path="/elsewhere/abs", minutes_ago=1
+    )
+    out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, recorded_path)).patch)
+    source = _env(out["spec"]["initContainers"][0])[plumbing.ENV_RESTORE_SOURCE]["value"]
+    assert source == "/elsewhere/abs"
+
+
+def test_existing_init_containers_run_after_the_restore() -> None:
+    pod = support.kueue_pod()
+    pod["spec"]["initContainers"] = [{"name": "setup", "image": "busybox"}]
+    cp = support.make_checkpoint("cp", lineage=support.lineage_of(pod))
+    out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, cp)).patch)
+    assert [c["name"] for c in out["spec"]["initContainers"]] == [
+        keys.RESTORE_INIT_CONTAINER,
+        "setup",
+    ]
+    assert support.pod_errors(out) == []
+
+
+def test_restore_runs_as_the_workload_user() -> None:
+    pod = support.kueue_pod()
+    pod["spec"]["containers"][0]["securityContext"] = {"runAsUser": 1000, "runAsNonRoot": True}
+    cp = support.make_checkpoint("cp", lineage=support.lineage_of(pod))
+    out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, cp)).patch)
+    assert out["spec"]["initContainers"][0]["securityContext"] == {
+        "runAsUser": 1000,
+        "runAsNonRoot": True,
+    }
+
+
+def test_multi_container_pod_plumbs_every_main_container() -> None:
+    pod = support.kueue_pod()
+    sidecar = copy.deepcopy(pod["spec"]["containers"][0])
+    sidecar["name"] = "logger"
+    del sidecar["volumeMounts"]
+    pod["spec"]["containers"].append(sidecar)
+    cp = support.make_checkpoint("cp", lineage=support.lineage_of(pod))
+    out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, cp)).patch)
+    assert support.pod_errors(out) == []
+    for container in out["spec"]["containers"]:
+        assert _env(container)[keys.ENV_RESTORE_FROM]["value"] == plumbing.RESTORE_LINK
+        assert keys.CHECKPOINT_VOLUME in {m["name"] for m in container["volumeMounts"]}
+
+
+def test_pod_without_volumes_env_or_annotations_gets_them_created() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "j-",
+            "labels": {keys.KUEUE_CLUSTER_QUEUE_LABEL: "cq-gpu"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "j",
+                    "uid": "u-1",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
+    cp = support.make_checkpoint("cp", lineage=support.lineage_of(pod))
+    verdict = _mutate(pod, _with_checkpoints(pod, cp))
+    out = support.apply_patch(pod, verdict.patch)
+    assert support.pod_errors(out) == []
+    assert out["metadata"]["finalizers"] == [keys.CHECKPOINT_FINALIZER]
+    assert out["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == "cp"
+
+
+# --- opt-in lookups -------------------------------------------------------------------------
+
+
+def _decide(
+    labels: dict[str, str], annotations: dict[str, str], snap: state.Snapshot
+) -> optin.Decision:
+    from kontinue.models import base
+
+    meta = base.ObjectMeta(labels=labels, annotations=annotations)
+    return optin.decide(meta, namespace="team", state=snap)
+
+
+OPT_IN = state.Snapshot.of(
+    cluster_queues=[support.opted_in_cq("cq-on"), support.cluster_queue("cq-off")],
+    local_queues=[
+        support.local_queue("team", "lq-on", "cq-on"),
+        support.local_queue("team", "lq-off", "cq-off"),
+    ],
+    volcano_queues=[
+        support.volcano_queue("vq-on", **{keys.ENABLED_LABEL: "true"}),
+        support.volcano_queue("vq-off"),
+    ],
+    pod_groups=[
+        support.pod_group("team", "pg-on", "vq-on"),
+        support.pod_group("team", "pg-off", "vq-off"),
+    ],
+)
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "opted_in", "queue"),
+    [
+        ({keys.KUEUE_CLUSTER_QUEUE_LABEL: "cq-on"}, {}, True, "cq-on"),
+        ({keys.KUEUE_CLUSTER_QUEUE_LABEL: "cq-off"}, {}, False, ""),
+        ({keys.KUEUE_LOCAL_QUEUE_LABEL: "lq-on"}, {}, True, "cq-on"),
+        ({keys.KUEUE_QUEUE_NAME_LABEL: "lq-on"}, {}, True, "cq-on"),
+        ({keys.KUEUE_QUEUE_NAME_LABEL: "lq-off"}, {}, False, ""),
+        ({keys.KUEUE_QUEUE_NAME_LABEL: "lq-missing"}, {}, False, ""),
+        ({keys.KUEUE_CLUSTER_QUEUE_LABEL: "cq-missing"}, {}, False, ""),
+        ({}, {keys.VOLCANO_PODGROUP_ANNOTATION: "pg-on"}, True, "vq-on"),
+        ({}, {keys.VOLCANO_PODGROUP_ANNOTATION: "pg-off"}, False, ""),
+        (
+            {},
+            {
+                keys.VOLCANO_PODGROUP_ANNOTATION: "pg-later",
+                keys.VOLCANO_POD_QUEUE_ANNOTATION: "vq-on",
+            },
+            True,
+            "vq-on",
+        ),
+        ({}, {keys.VOLCANO_QUEUE_NAME_ANNOTATION: "vq-on"}, True, "vq-on"),
+        ({}, {}, False, ""),
+        (
+            {keys.KUEUE_CLUSTER_QUEUE_LABEL: "cq-on"},
+            {keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"},
+            False,
+            "",
+        ),
+        (
+            {},
+            {
+                keys.VOLCANO_PODGROUP_ANNOTATION: "pg-on",
+                keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false",
+            },
+            False,
+            "",
+        ),
+    ],
+)
+def test_opt_in_lookup(
+    labels: dict[str, str], annotations: dict[str, str], opted_in: bool, queue: str
+) -> None:
+    decision = _decide(labels, annotations, OPT_IN)
+    assert decision.opted_in is opted_in, decision.reason
+    assert decision.queue == queue
+    assert (decision.policy is not None) is opted_in
+
+
+def test_opt_in_uses_the_cluster_default_policy_when_defined() -> None:
+    custom_default = support.checkpoint_policy("default", support.HOSTPATH_POLICY)
+    snap = state.Snapshot.of(
+        cluster_queues=[support.opted_in_cq("cq-on")], policies=[custom_default]
+    )
+    decision = _decide({keys.KUEUE_CLUSTER_QUEUE_LABEL: "cq-on"}, {}, snap)
+    assert decision.policy is custom_default
+
+
+# --- Jobs ---------------------------------------------------------------------------------
+
+
+def _job(**spec_changes: Any) -> Obj:
+    job = support.recorded_object("01-")
+    job["metadata"]["labels"] = {keys.KUEUE_QUEUE_NAME_LABEL: "lq-on"}
+    job["metadata"]["namespace"] = "team"
+    for key, value in spec_changes.items():
+        if value is None:
+            job["spec"].pop(key, None)
+        else:
+            job["spec"][key] = value
+    return job
+
+
+def _mutate_job(job: Obj, snap: state.Snapshot = OPT_IN) -> review.Verdict:
+    body = support.request_for(
+        job, group="batch", kind="Job", resource="jobs", namespace="team", username="admin"
+    )
+    return admission.mutate(support.parsed(body), state=snap, config=CONFIG)
+
+
+def test_job_without_failure_policy_gets_replacement_policy_and_disruption_rule() -> None:
+    job = _job(podFailurePolicy=None, podReplacementPolicy="TerminatingOrFailed")
+    out = support.apply_patch(job, _mutate_job(job).patch)
+    assert out["spec"]["podReplacementPolicy"] == "Failed"
+    assert out["spec"]["podFailurePolicy"] == {"rules": [plumbing.DISRUPTION_RULE]}
+
+
+def test_job_rule_goes_ahead_of_the_users_rules() -> None:
+    user_rule = {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}
+    job = _job(podFailurePolicy={"rules": [user_rule]})
+    out = support.apply_patch(job, _mutate_job(job).patch)
+    assert out["spec"]["podFailurePolicy"]["rules"] == [plumbing.DISRUPTION_RULE, user_rule]
+
+
+def test_recorded_job_that_already_has_the_rule_first_is_not_patched() -> None:
+    job = _job()  # recorded: podFailurePolicy Ignore DisruptionTarget, podReplacementPolicy Failed
+    assert _mutate_job(job) == review.allow()
+
+
+def test_job_with_restart_on_failure_is_admitted_unchanged_with_a_warning() -> None:
+    job = _job(podFailurePolicy=None)
+    job["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    verdict = _mutate_job(job)
+    assert verdict.allowed
+    assert verdict.patch == ()
+    assert "OnFailure" in verdict.warnings[0]
+
+
+def test_job_of_a_queue_that_did_not_opt_in_is_not_patched() -> None:
+    job = _job(podFailurePolicy=None)
+    job["metadata"]["labels"] = {keys.KUEUE_QUEUE_NAME_LABEL: "lq-off"}
+    assert _mutate_job(job) == review.allow()
+
+
+def test_opted_out_job_passes_its_opt_out_to_its_pods() -> None:
+    job = _job(podFailurePolicy=None)
+    job["metadata"]["annotations"] = {keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"}
+    out = support.apply_patch(job, _mutate_job(job).patch)
+    assert out["spec"]["template"]["metadata"]["annotations"] == {
+        keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"
+    }
+    assert "podFailurePolicy" not in out["spec"]
+
+
+def test_full_rule_list_is_left_alone_with_a_warning() -> None:
+    rules = [
+        {"action": "Count", "onExitCodes": {"operator": "In", "values": [i + 1]}} for i in range(20)
+    ]
+    job = _job(podFailurePolicy={"rules": rules})
+    verdict = _mutate_job(job)
+    out = support.apply_patch(job, verdict.patch)
+    assert out["spec"]["podFailurePolicy"]["rules"] == rules
+    assert "maximum" in verdict.warnings[0]

@@ -1,0 +1,99 @@
+"""``kontinue-webhook``: run the admission webhook until SIGTERM.
+
+Order matters for a webhook that must never answer from a half-filled cache:
+
+1. start the watch caches; 2. obtain the certificate (Secret or mounted files) and, in ``self``
+   mode, publish its caBundle; 3. start listening (``AppRunner`` + ``TCPSite`` with the one
+   :class:`ssl.SSLContext` that rotations update in place); /readyz turns 200 once every cache
+   has synced;
+4. on SIGTERM: /readyz turns 503, keep serving ``drain_seconds`` while endpoints are updated,
+   then ``runner.cleanup()`` stops accepting and waits for requests in flight.
+
+Root tasks are named (``watch:<resource>``, ``certificates``) and supervised: if one dies, the
+process exits non-zero rather than serve stale state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import pathlib
+import signal
+import sys
+
+from aiohttp import web
+
+from kontinue import telemetry
+from kontinue.kube import api as kube_api
+from kontinue.kube import client
+from webhook import app as app_module
+from webhook import caches, rotation, settings, tls
+
+logger = logging.getLogger("webhook")
+
+
+async def serve(config: settings.Settings, *, stop: asyncio.Event) -> None:
+    """Serve until ``stop`` is set (SIGTERM in production, directly in tests)."""
+    tel = telemetry.setup("kontinue-webhook")
+    api_client = await client.make_api_client()
+    api = kube_api.Api(api_client, field_manager="kontinue-webhook")
+    cluster = caches.Caches(api, queue_systems=config.queue_systems, meter=tel.meter)
+    serving = tls.ServingCertificate()
+    readiness = app_module.Readiness(
+        {"caches": lambda: cluster.synced, "certificate": lambda: serving.loaded}
+    )
+    application = app_module.create_app(config, state=cluster, readiness=readiness, meter=tel.meter)
+    runner = web.AppRunner(application, handle_signals=False, access_log=None)
+    await runner.setup()
+    try:
+        async with cluster.running():
+            if config.cert_mode is settings.CertMode.SELF:
+                await rotation.sync_once(api, serving, config)
+                keeper = rotation.keep_current(
+                    api, serving, config, interval=config.cert_poll_seconds
+                )
+            else:
+                cert_dir = pathlib.Path(config.cert_dir)
+                await tls.load_files(serving, cert_dir)
+                keeper = tls.watch_files(serving, cert_dir, interval=config.cert_poll_seconds)
+            site = web.TCPSite(runner, config.host, config.port, ssl_context=serving.context)
+            await site.start()
+            logger.info("serving https on %s:%s", config.host, config.port)
+            certificates = asyncio.create_task(keeper, name="certificates")
+            stopped = asyncio.create_task(stop.wait(), name="stop")
+            watched = [stopped, certificates]
+            try:
+                done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+                if certificates in done:
+                    raise RuntimeError("certificate task ended") from certificates.exception()
+                readiness.draining = True
+                logger.info("draining for %ss", config.drain_seconds)
+                await asyncio.sleep(config.drain_seconds)
+            finally:
+                for task in watched:
+                    task.cancel()
+                await asyncio.gather(*watched, return_exceptions=True)
+    finally:
+        await runner.cleanup()
+        await api_client.close()
+
+
+def main() -> None:
+    telemetry.setup_logging()
+    try:
+        config = settings.Settings.from_env()
+    except ValueError as exc:
+        sys.exit(f"kontinue-webhook: {exc}")
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(config, stop=stop)
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()

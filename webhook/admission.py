@@ -1,0 +1,172 @@
+"""Pure dispatch: one parsed AdmissionRequest + cache state -> one :class:`~webhook.review.Verdict`.
+
+The HTTP layer (:mod:`webhook.app`) only parses and serialises; everything between is here and
+in the rule modules, so the benchmark and the unit tests exercise exactly what is served.
+
+Mutating (``/mutate``): Pod CREATE -> :func:`mutate_pod`, ``batch/v1`` Job CREATE ->
+:func:`mutate_job`; anything else (and every dry run of anything else) is allowed untouched.
+A pod that does not opt in gets no patch at all. A pod whose object we cannot read is allowed
+untouched with a warning rather than denied: the mutating webhook must never be the reason an
+unrelated workload cannot start (its validation is the apiserver's job).
+
+Validating (``/validate``): our CRDs (422 with field paths), queue opt-in labels (422), pods'
+reserved keys (403). Requests from Kontinue's own service accounts pass the pod rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kontinue import catalog, keys, lineage
+from kontinue.models import base, core, errors
+from webhook import optin, plumbing, review, settings, validation
+from webhook import state as state_module
+
+Obj = dict[str, Any]
+
+
+def _pod_object(request: review.AdmissionRequest) -> tuple[Obj, str]:
+    obj = request.object or {}
+    namespace = request.namespace or (obj.get("metadata") or {}).get("namespace") or ""
+    return obj, namespace
+
+
+def _restore_plan(
+    decision: catalog.RestoreDecision,
+    *,
+    pod: core.Pod,
+    policy: Any,
+) -> plumbing.Restore | None:
+    index_text = pod.metadata.annotation(keys.JOB_COMPLETION_INDEX_ANNOTATION)
+    index = int(index_text) if index_text and index_text.isdigit() else None
+    if decision.checkpoint is not None:
+        return plumbing.Restore(
+            checkpoint=decision.checkpoint.name,
+            source=plumbing.member_dir(decision.checkpoint, policy=policy, index=index),
+            node_labels=dict(decision.required_node_labels),
+        )
+    if decision.wait_for is not None:
+        fallback = decision.fallback
+        return plumbing.Restore(
+            checkpoint=fallback.name if fallback else "",
+            source=plumbing.member_dir(fallback, policy=policy, index=index) if fallback else "",
+            wait_for_checkpoint=decision.wait_for.name,
+            wait_for=plumbing.member_dir(decision.wait_for, policy=policy, index=index),
+            node_labels=dict(decision.required_node_labels),
+        )
+    return None
+
+
+def mutate_pod(
+    request: review.AdmissionRequest, *, state: state_module.State, config: settings.Settings
+) -> review.Verdict:
+    obj, namespace = _pod_object(request)
+    try:
+        pod = base.parse(core.Pod, obj)
+    except errors.InvalidObject as exc:
+        return review.allow(warnings=[f"kontinue: pod not plumbed: {exc}"])
+    pod.metadata.namespace = pod.metadata.namespace or namespace
+    decision = optin.decide(pod.metadata, namespace=namespace, state=state)
+    if not decision.opted_in:
+        return review.allow(warnings=decision.warnings)
+    assert decision.policy is not None
+    try:
+        pod_lineage = lineage.of_pod(pod)
+    except errors.InvalidObject as exc:
+        return review.allow(warnings=[f"kontinue: pod not plumbed: {exc}"])
+    if pod_lineage is None:
+        return review.allow(
+            warnings=[
+                "kontinue: pod has no controller (Job, JobSet, ...), so nothing would restore "
+                "it; left without checkpoints"
+            ]
+        )
+    try:
+        fingerprint = catalog.fingerprint_of(pod)
+    except ValueError as exc:
+        return review.allow(warnings=[f"kontinue: pod not plumbed: {exc}"])
+    restore_decision = catalog.choose_restore(
+        state.checkpoints_of(pod_lineage),
+        lineage=pod_lineage,
+        policy=decision.policy,
+        pod_fingerprint=fingerprint,
+        nodes=state.nodes(),
+    )
+    restore = _restore_plan(restore_decision, pod=pod, policy=decision.policy)
+    plan = plumbing.plumb_pod(
+        obj,
+        pod_lineage=pod_lineage,
+        policy=decision.policy,
+        restore=restore,
+        cold_start_reason=restore_decision.reason,
+        image=config.image,
+    )
+    return review.allow(plan.patch, [*decision.warnings, *plan.warnings])
+
+
+def mutate_job(request: review.AdmissionRequest, *, state: state_module.State) -> review.Verdict:
+    obj, namespace = _pod_object(request)
+    try:
+        meta = base.parse(base.ObjectMeta, obj.get("metadata") or {})
+    except errors.InvalidObject as exc:
+        return review.allow(warnings=[f"kontinue: Job not plumbed: {exc}"])
+    decision = optin.decide_queue(meta, namespace=namespace, state=state)
+    if not decision.opted_in:
+        return review.allow(warnings=decision.warnings)
+    opted_out = optin.opted_out(meta)
+    plan = plumbing.propagate_opt_out(obj) if opted_out else plumbing.plumb_job(obj)
+    return review.allow(plan.patch, [*decision.warnings, *plan.warnings])
+
+
+def mutate(
+    request: review.AdmissionRequest, *, state: state_module.State, config: settings.Settings
+) -> review.Verdict:
+    if request.operation != "CREATE" or request.sub_resource:
+        return review.allow()
+    kind = request.kind
+    if kind.group == "" and kind.kind == "Pod":
+        return mutate_pod(request, state=state, config=config)
+    if kind.group == "batch" and kind.kind == "Job":
+        return mutate_job(request, state=state)
+    return review.allow()
+
+
+def _deny(errors_found: list[errors.FieldError], *, kind: str, forbidden: bool) -> review.Verdict:
+    message = f"{kind}: " + "; ".join(str(e) for e in errors_found)
+    return review.forbidden(message) if forbidden else review.invalid(message)
+
+
+def validate(
+    request: review.AdmissionRequest, *, state: state_module.State, config: settings.Settings
+) -> review.Verdict:
+    if request.operation not in ("CREATE", "UPDATE") or request.sub_resource:
+        return review.allow()
+    kind = request.kind
+    obj = request.object or {}
+    found: list[errors.FieldError]
+    if kind.group == keys.GROUP and kind.kind == "CheckpointPolicy":
+        found = validation.policy_errors(obj)
+    elif kind.group == keys.GROUP and kind.kind == "Checkpoint":
+        found = validation.checkpoint_errors(obj)
+    elif (kind.group, kind.kind) in (
+        (keys.KUEUE_GROUP, "ClusterQueue"),
+        (keys.VOLCANO_SCHEDULING_GROUP, "Queue"),
+    ):
+        old = request.old_object or {}
+        found = validation.queue_label_errors(
+            (obj.get("metadata") or {}).get("labels"),
+            (old.get("metadata") or {}).get("labels"),
+            state=state,
+        )
+    elif kind.group == "" and kind.kind == "Pod":
+        if request.user_info.username in config.own_users:
+            return review.allow()
+        _, namespace = _pod_object(request)
+        if request.operation == "UPDATE":
+            found = validation.changed_reserved_annotations(obj, request.old_object or {})
+        else:
+            found = validation.forged_reserved_keys(obj, namespace=namespace, state=state)
+        return _deny(found, kind="Pod", forbidden=True) if found else review.allow()
+    else:
+        return review.allow()
+    return _deny(found, kind=kind.kind, forbidden=False) if found else review.allow()

@@ -1,0 +1,163 @@
+"""The webhook's in-memory view of the cluster: one shared watch cache per resource it reads.
+
+Implements :class:`webhook.state.State` over :class:`kontinue.kube.watching.WatchCache`, so the
+admission path never calls the API (DESIGN.md, rules). What is watched, and why:
+
+* Kueue ClusterQueues and LocalQueues, Volcano Queues and PodGroups: opt-in;
+* CheckpointPolicies: the policy a queue names;
+* Checkpoints: the restore decision, indexed by lineage (namespace + owner UID) through a
+  subscription, so a pod CREATE reads only its own lineage's few checkpoints;
+* Nodes carrying the GPU Feature Discovery product label only: the catalog asks whether some
+  node can run a checkpoint's GPU fingerprint; nodes without GPU labels can never satisfy that.
+
+Pods and Jobs are *not* cached: the admission request carries the object.
+
+Which queue systems to watch is configured (``queue_systems``): a watch of a CRD that is not
+installed never syncs, and readiness waits for every cache. Until all are synced the webhook is
+not ready, so the Service sends it nothing it would answer from a half-filled cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from opentelemetry import metrics
+
+from kontinue import keys
+from kontinue.kube import api as kube_api
+from kontinue.kube import resources, watching
+from kontinue.models import checkpoint as checkpoint_model
+from kontinue.models import core, kueue, volcano
+from kontinue.models import policy as policy_model
+
+KUEUE = "kueue"
+VOLCANO = "volcano"
+LineageKey = tuple[str, str]
+
+
+def _lineage_key(lineage: checkpoint_model.Lineage) -> LineageKey:
+    return (lineage.namespace, lineage.owner_uid)
+
+
+class Caches:
+    """Live :class:`~webhook.state.State`. Start with :meth:`running`; check :attr:`synced`."""
+
+    def __init__(
+        self,
+        api: kube_api.Api,
+        *,
+        queue_systems: Sequence[str] = (KUEUE, VOLCANO),
+        meter: metrics.Meter | None = None,
+        **cache_options: Any,  # test hooks forwarded to every WatchCache
+    ) -> None:
+        def cache(resource: resources.Resource, model: Any, **extra: Any) -> Any:
+            return watching.WatchCache(
+                api, resource, model=model, meter=meter, **cache_options, **extra
+            )
+
+        self.policies: watching.WatchCache[policy_model.CheckpointPolicy] = cache(
+            resources.CHECKPOINT_POLICIES, policy_model.CheckpointPolicy
+        )
+        self.checkpoints: watching.WatchCache[checkpoint_model.Checkpoint] = cache(
+            resources.CHECKPOINTS, checkpoint_model.Checkpoint
+        )
+        self.gpu_nodes: watching.WatchCache[core.Node] = cache(
+            resources.NODES, core.Node, label_selector=keys.GPU_PRODUCT_LABEL
+        )
+        self.cluster_queues: watching.WatchCache[kueue.ClusterQueue] | None = None
+        self.local_queues: watching.WatchCache[kueue.LocalQueue] | None = None
+        self.volcano_queues: watching.WatchCache[volcano.Queue] | None = None
+        self.pod_groups: watching.WatchCache[volcano.PodGroup] | None = None
+        unknown = set(queue_systems) - {KUEUE, VOLCANO}
+        if unknown:
+            raise ValueError(f"unknown queue systems {sorted(unknown)}; use {KUEUE}, {VOLCANO}")
+        if KUEUE in queue_systems:
+            self.cluster_queues = cache(resources.CLUSTER_QUEUES, kueue.ClusterQueue)
+            self.local_queues = cache(resources.LOCAL_QUEUES, kueue.LocalQueue)
+        if VOLCANO in queue_systems:
+            self.volcano_queues = cache(resources.VOLCANO_QUEUES, volcano.Queue)
+            self.pod_groups = cache(resources.PODGROUPS, volcano.PodGroup)
+        self._by_lineage: dict[LineageKey, dict[tuple[str, str], checkpoint_model.Checkpoint]] = {}
+        self.checkpoints.subscribe(self._index)
+
+    @property
+    def all(self) -> list[watching.WatchCache[Any]]:
+        found: list[watching.WatchCache[Any] | None] = [
+            self.policies,
+            self.checkpoints,
+            self.gpu_nodes,
+            self.cluster_queues,
+            self.local_queues,
+            self.volcano_queues,
+            self.pod_groups,
+        ]
+        return [c for c in found if c is not None]
+
+    @property
+    def synced(self) -> bool:
+        return all(c.synced for c in self.all)
+
+    def _index(self, event: watching.Event[checkpoint_model.Checkpoint]) -> None:
+        if event.old is not None and event.old.spec.lineage != event.obj.spec.lineage:
+            self._by_lineage.get(_lineage_key(event.old.spec.lineage), {}).pop(
+                (event.old.metadata.namespace or "", event.old.name), None
+            )
+        bucket = self._by_lineage.setdefault(_lineage_key(event.obj.spec.lineage), {})
+        key = (event.obj.metadata.namespace or "", event.obj.name)
+        if event.type == "DELETED":
+            bucket.pop(key, None)
+        else:
+            bucket[key] = event.obj
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Caches]:
+        """Run every cache as a task for the duration of the block; stop them after."""
+        tasks = [asyncio.create_task(c.run(), name=f"watch:{c.resource}") for c in self.all]
+        try:
+            yield self
+        finally:
+            for c in self.all:
+                await c.stop()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_synced(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        async with asyncio.timeout(timeout):
+            for c in self.all:
+                await c.wait_synced()
+
+    # -- State ---------------------------------------------------------------------------------
+
+    def cluster_queue(self, name: str) -> kueue.ClusterQueue | None:
+        return self.cluster_queues.get(name) if self.cluster_queues else None
+
+    def local_queue(self, namespace: str, name: str) -> kueue.LocalQueue | None:
+        return self.local_queues.get(name, namespace) if self.local_queues else None
+
+    def volcano_queue(self, name: str) -> volcano.Queue | None:
+        return self.volcano_queues.get(name) if self.volcano_queues else None
+
+    def pod_group(self, namespace: str, name: str) -> volcano.PodGroup | None:
+        return self.pod_groups.get(name, namespace) if self.pod_groups else None
+
+    def policy(self, name: str) -> policy_model.CheckpointPolicy | None:
+        return self.policies.get(name)
+
+    def checkpoint(self, namespace: str, name: str) -> checkpoint_model.Checkpoint | None:
+        return self.checkpoints.get(name, namespace)
+
+    def checkpoints_of(
+        self, lineage: checkpoint_model.Lineage
+    ) -> Sequence[checkpoint_model.Checkpoint]:
+        return [
+            c
+            for c in self._by_lineage.get(_lineage_key(lineage), {}).values()
+            if c.spec.lineage == lineage
+        ]
+
+    def nodes(self) -> Sequence[core.Node]:
+        return self.gpu_nodes.items()

@@ -1,0 +1,140 @@
+"""Which queue a pod or Job belongs to, whether that queue opted in, and which policy applies.
+
+Pure: reads only a :class:`~webhook.state.State`. The lookups follow what the queue systems stamp
+on pods at creation (shared/reference/kueue.md §4, volcano.md §2.4):
+
+* **Kueue**: label ``kueue.x-k8s.io/cluster-queue-name`` (Kueue writes it into the Job template
+  at admission, gate ``AssignQueueLabelsForPods``); else the LocalQueue named by
+  ``kueue.x-k8s.io/local-queue-name`` or ``kueue.x-k8s.io/queue-name`` (plain-pod integration,
+  and the Job itself) -> ``LocalQueue.spec.clusterQueue``.
+* **Volcano**: annotation ``scheduling.k8s.io/group-name`` -> PodGroup -> ``spec.queue``; when
+  the PodGroup is not (yet) cached or not named (the PodGroup controller patches the name onto
+  plain pods only after creation), the queue annotation the PodGroup would take it from
+  (``scheduling.volcano.sh/queue-name``, or ``volcano.sh/queue-name`` on vcjob pods).
+
+A queue opts in with the label ``kontinue.dev/enabled: "true"``; ``kontinue.dev/policy`` names a
+``CheckpointPolicy`` (else ``default``, else the built-in default). The annotation
+``kontinue.dev/checkpoint: "false"`` on the object opts it out. A named policy missing from the
+cache does not fall back to the default: the pod is left alone with a warning, because a policy
+the admin chose (storage, grace period) silently replaced by another is worse than no checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from kontinue import keys
+from kontinue.models import base
+from kontinue.models import policy as policy_model
+from webhook import state as state_module
+
+
+class QueueSystem(enum.StrEnum):
+    KUEUE = "Kueue"
+    VOLCANO = "Volcano"
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """The answer for one object. ``policy`` is set exactly when ``opted_in``."""
+
+    opted_in: bool
+    reason: str
+    system: QueueSystem | None = None
+    queue: str = ""
+    policy: policy_model.CheckpointPolicy | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def _out(reason: str, *, warnings: tuple[str, ...] = ()) -> Decision:
+    return Decision(opted_in=False, reason=reason, warnings=warnings)
+
+
+def _kueue_cluster_queue(
+    meta: base.ObjectMeta, namespace: str, state: state_module.State
+) -> str | None:
+    if name := meta.label(keys.KUEUE_CLUSTER_QUEUE_LABEL):
+        return name
+    local = meta.label(keys.KUEUE_LOCAL_QUEUE_LABEL) or meta.label(keys.KUEUE_QUEUE_NAME_LABEL)
+    if not local:
+        return None
+    queue = state.local_queue(namespace, local)
+    return queue.spec.cluster_queue if queue is not None else None
+
+
+def _volcano_queue(meta: base.ObjectMeta, namespace: str, state: state_module.State) -> str | None:
+    if group := meta.annotation(keys.VOLCANO_PODGROUP_ANNOTATION):
+        pod_group = state.pod_group(namespace, group)
+        if pod_group is not None and pod_group.spec.queue:
+            return pod_group.spec.queue
+    return (
+        meta.annotation(keys.VOLCANO_POD_QUEUE_ANNOTATION)
+        or meta.annotation(keys.VOLCANO_QUEUE_NAME_ANNOTATION)
+        or meta.label(keys.VOLCANO_QUEUE_NAME_ANNOTATION)
+    )
+
+
+def _policy_for(
+    queue_labels: dict[str, str], state: state_module.State
+) -> policy_model.CheckpointPolicy | None:
+    name = queue_labels.get(keys.POLICY_LABEL)
+    if name:
+        return state.policy(name) or (
+            policy_model.DEFAULT if name == policy_model.DEFAULT.name else None
+        )
+    return state.policy(keys.DEFAULT_POLICY_NAME) or policy_model.DEFAULT
+
+
+def _decide(
+    system: QueueSystem, queue_name: str, labels: dict[str, str] | None, state: state_module.State
+) -> Decision:
+    labels = labels or {}
+    if labels.get(keys.ENABLED_LABEL) != "true":
+        return _out(f"{system} queue {queue_name} has not opted in")
+    chosen = _policy_for(labels, state)
+    if chosen is None:
+        missing = labels[keys.POLICY_LABEL]
+        return _out(
+            f"policy {missing} of {system} queue {queue_name} not found",
+            warnings=(
+                f"kontinue: CheckpointPolicy {missing!r} (queue {queue_name}) does not exist; "
+                "this workload runs without checkpoints",
+            ),
+        )
+    return Decision(
+        opted_in=True,
+        reason=f"{system} queue {queue_name} opted in",
+        system=system,
+        queue=queue_name,
+        policy=chosen,
+    )
+
+
+def opted_out(meta: base.ObjectMeta) -> bool:
+    return meta.annotation(keys.CHECKPOINT_OPT_OUT_ANNOTATION) == "false"
+
+
+def decide(meta: base.ObjectMeta, *, namespace: str, state: state_module.State) -> Decision:
+    """Opt-in of a pod (or a Job: same labels) in ``namespace``, from caches only.
+
+    ``namespace`` is passed explicitly because a CREATE review may leave it out of the object.
+    """
+    if opted_out(meta):
+        return _out(f"opted out by annotation {keys.CHECKPOINT_OPT_OUT_ANNOTATION}")
+    return decide_queue(meta, namespace=namespace, state=state)
+
+
+def decide_queue(meta: base.ObjectMeta, *, namespace: str, state: state_module.State) -> Decision:
+    """Like :func:`decide` but ignoring the object's own opt-out annotation."""
+    if cluster_queue := _kueue_cluster_queue(meta, namespace, state):
+        cq = state.cluster_queue(cluster_queue)
+        if cq is None:
+            return _out(f"Kueue ClusterQueue {cluster_queue} not in cache")
+        return _decide(QueueSystem.KUEUE, cluster_queue, cq.metadata.labels, state)
+    if volcano_queue := _volcano_queue(meta, namespace, state):
+        vq = state.volcano_queue(volcano_queue)
+        if vq is None:
+            return _out(f"Volcano Queue {volcano_queue} not in cache")
+        return _decide(QueueSystem.VOLCANO, volcano_queue, vq.metadata.labels, state)
+    return _out("no Kueue or Volcano queue")

@@ -1,0 +1,443 @@
+"""Pure: the JSON Patch that plumbs an opted-in pod or Job. No I/O, no aiohttp.
+
+Pod (CREATE), per its ``CheckpointPolicy`` (DESIGN.md, "Checkpoint engines"/"Restore"):
+
+* the checkpoint volume (the policy's PVC or hostPath) mounted at ``storage.mountPath`` in
+  every main container;
+* ``KONTINUE_POD_UID`` from the downward API, then ``KONTINUE_CHECKPOINT_DIR`` =
+  ``<mount>/<lineage dir>/$(KONTINUE_POD_UID)``: a mutating webhook never sees the UID, and the
+  kubelet expands ``$(VAR)`` from variables defined *earlier in the same list* (recorded:
+  shared/fixtures/kubelet/10-downward-env), so ours go first;
+* ``terminationGracePeriodSeconds`` raised to the policy minimum, never lowered;
+* the lineage annotation and the ``kontinue.dev/checkpoint`` finalizer;
+* with a restore: the ``kontinue-restore`` init container (first, so the user's init containers
+  already see the restored state), ``KONTINUE_RESTORE_FROM`` in every main container, the
+  ``kontinue.dev/restore-from`` annotation and required node affinity; without one, the
+  ``kontinue.dev/cold-start-reason`` annotation.
+
+The patch must pass a real apiserver's validation: volume names stay unique (ours are reused if
+already there), an env name appears once (our names replace any the user set, with a warning),
+a mountPath is used once per container (a clash with a user volume leaves the pod unplumbed,
+with a warning, rather than producing an invalid pod).
+
+``KONTINUE_RESTORE_FROM`` is the stable path of a symlink in a per-pod ``emptyDir``, which the
+init container points at the checkpoint directory it verified: the awaited checkpoint if the
+previous incarnation's save ends well, else the fallback. The main containers cannot be told
+that choice through env (fixed at admission), but they can follow a link made before they start.
+When nothing can be restored the link is absent, and the workload starts cold.
+
+Job (``batch/v1``, CREATE): ``podReplacementPolicy: Failed`` and the podFailurePolicy rule
+``{action: Ignore, onPodConditions: [{type: DisruptionTarget}]}`` ahead of the user's rules
+(shared/reference/job-accounting.md). A Job whose pods restart ``OnFailure`` cannot take a
+podFailurePolicy (apiserver validation): admitted unchanged, with a warning.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+from kontinue import keys, lineage
+from kontinue.models import checkpoint
+from kontinue.models import policy as policy_model
+from webhook import review
+
+Obj = dict[str, Any]
+
+RESTORE_VOLUME = "kontinue-restore"
+RESTORE_DIR = "/var/run/kontinue"
+RESTORE_LINK = f"{RESTORE_DIR}/restore-from"
+RESTORE_MODULE = "queue_bridge.restore"
+ENV_RESTORE_SOURCE = "KONTINUE_RESTORE_SOURCE"
+ENV_RESTORE_CHECKPOINT = "KONTINUE_RESTORE_CHECKPOINT"
+ENV_WAIT_CHECKPOINT = "KONTINUE_WAIT_CHECKPOINT"
+ENV_WAIT_SECONDS = "KONTINUE_WAIT_SECONDS"
+RESERVED_ENV = frozenset({keys.ENV_POD_UID, keys.ENV_CHECKPOINT_DIR, keys.ENV_RESTORE_FROM})
+MAX_POD_FAILURE_RULES = 20  # k8s.io/kubernetes pkg/apis/batch/validation maxPodFailurePolicyRules
+DISRUPTION_RULE: Obj = {
+    "action": "Ignore",
+    "onPodConditions": [{"type": keys.POD_CONDITION_DISRUPTION_TARGET, "status": "True"}],
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Restore:
+    """Where a new pod restores from, resolved to paths on the checkpoint volume.
+
+    ``source``: the directory to restore from now (``""`` when only waiting without a
+    fallback); ``wait_for``: the previous incarnation's directory, still being written.
+    """
+
+    checkpoint: str
+    source: str
+    wait_for_checkpoint: str = ""
+    wait_for: str = ""
+    node_labels: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def annotation(self) -> str:
+        return self.wait_for_checkpoint or self.checkpoint
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    patch: list[review.JsonPatchOp]
+    warnings: list[str]
+
+
+def escape(key: str) -> str:
+    """A JSON Pointer token (RFC 6901): ``~`` -> ``~0``, ``/`` -> ``~1``."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def member_dir(
+    cp: checkpoint.Checkpoint, *, policy: policy_model.CheckpointPolicy, index: int | None
+) -> str:
+    """Absolute directory of the member a pod of completion index ``index`` restores from.
+
+    The member with the same index, else the lowest index (data-parallel replicas share state).
+    Its recorded ``status.members[].path`` wins; else the layout of
+    :func:`kontinue.lineage.checkpoint_dir`. Relative paths are under the policy's mount.
+    """
+    members = sorted(cp.spec.members, key=lambda m: m.index)
+    member = next((m for m in members if m.index == index), members[0])
+    recorded = next((r.path for r in cp.status.members if r.pod_name == member.pod_name), None)
+    path = recorded or lineage.checkpoint_dir(policy, cp.spec.lineage, member.pod_uid)
+    if path.startswith("/"):
+        return path
+    return f"{policy.spec.storage.mount_path.rstrip('/')}/{path}"
+
+
+def _volume(policy: policy_model.CheckpointPolicy) -> Obj:
+    storage = policy.spec.storage
+    if storage.pvc is not None:
+        return {
+            "name": keys.CHECKPOINT_VOLUME,
+            "persistentVolumeClaim": {"claimName": storage.pvc.claim_name},
+        }
+    assert storage.host_path is not None  # Storage validates exactly one source
+    return {
+        "name": keys.CHECKPOINT_VOLUME,
+        "hostPath": {"path": storage.host_path.path, "type": "DirectoryOrCreate"},
+    }
+
+
+def _env(*, checkpoint_dir: str, restore: bool) -> list[Obj]:
+    env: list[Obj] = [
+        {
+            "name": keys.ENV_POD_UID,
+            "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.uid"}},
+        },
+        {"name": keys.ENV_CHECKPOINT_DIR, "value": checkpoint_dir},
+    ]
+    if restore:
+        env.append({"name": keys.ENV_RESTORE_FROM, "value": RESTORE_LINK})
+    return env
+
+
+def _init_container(
+    *,
+    image: str,
+    policy: policy_model.CheckpointPolicy,
+    restore: Restore,
+    checkpoint_dir: str,
+    security_context: Obj | None,
+) -> Obj:
+    env = _env(checkpoint_dir=checkpoint_dir, restore=True)
+    env += [
+        {"name": ENV_RESTORE_SOURCE, "value": restore.source},
+        {"name": ENV_RESTORE_CHECKPOINT, "value": restore.checkpoint},
+        {"name": keys.ENV_WAIT_FOR, "value": restore.wait_for},
+        {"name": ENV_WAIT_CHECKPOINT, "value": restore.wait_for_checkpoint},
+        {"name": ENV_WAIT_SECONDS, "value": str(policy.spec.restore.wait_for_saving_seconds)},
+    ]
+    container: Obj = {
+        "name": keys.RESTORE_INIT_CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python", "-m", RESTORE_MODULE],
+        "env": env,
+        "volumeMounts": [
+            {
+                "name": keys.CHECKPOINT_VOLUME,
+                "mountPath": policy.spec.storage.mount_path,
+                "readOnly": True,
+            },
+            {"name": RESTORE_VOLUME, "mountPath": RESTORE_DIR},
+        ],
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "64Mi"},
+            "limits": {"memory": "256Mi"},
+        },
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if security_context:
+        # Read the checkpoint as the workload wrote it: same user, same groups.
+        container["securityContext"] = copy.deepcopy(security_context)
+    return container
+
+
+def _affinity_ops(spec: Obj, required: dict[str, str]) -> tuple[list[review.JsonPatchOp], str]:
+    """Ops that AND ``required`` into the pod's required node affinity, or a conflict reason.
+
+    A key the pod's nodeSelector (user's or Kueue's flavor) already pins to the same value needs
+    nothing; pinned to another value, the checkpoint cannot be used here (returned as a reason).
+    nodeSelectorTerms are ORed, so every existing term gets our expressions.
+    """
+    selector: dict[str, str] = spec.get("nodeSelector") or {}
+    wanted = {}
+    for key, value in sorted(required.items()):
+        if key in selector:
+            if selector[key] != value:
+                return [], f"nodeSelector {key}={selector[key]} excludes checkpoint's {value}"
+            continue
+        wanted[key] = value
+    if not wanted:
+        return [], ""
+    expressions = [{"key": k, "operator": "In", "values": [v]} for k, v in wanted.items()]
+    affinity: Obj = copy.deepcopy(spec.get("affinity") or {})
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    required_terms = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required_terms.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        term["matchExpressions"] = list(term.get("matchExpressions") or []) + expressions
+    required_terms["nodeSelectorTerms"] = terms
+    op = "replace" if "affinity" in spec else "add"
+    return [{"op": op, "path": "/spec/affinity", "value": affinity}], ""
+
+
+def _annotation_ops(meta: Obj, wanted: dict[str, str | None]) -> list[review.JsonPatchOp]:
+    """Set (value) or remove (``None``) annotations; creates the map when absent."""
+    current: dict[str, str] = meta.get("annotations") or {}
+    ops: list[review.JsonPatchOp] = []
+    if "annotations" not in meta or meta["annotations"] is None:
+        fresh = {k: v for k, v in wanted.items() if v is not None}
+        return [{"op": "add", "path": "/metadata/annotations", "value": fresh}] if fresh else []
+    for key, value in wanted.items():
+        path = f"/metadata/annotations/{escape(key)}"
+        if value is None:
+            if key in current:
+                ops.append({"op": "remove", "path": path})
+        elif current.get(key) != value:
+            ops.append({"op": "replace" if key in current else "add", "path": path, "value": value})
+    return ops
+
+
+def plumb_pod(
+    pod: Obj,
+    *,
+    pod_lineage: checkpoint.Lineage,
+    policy: policy_model.CheckpointPolicy,
+    restore: Restore | None,
+    cold_start_reason: str,
+    image: str,
+) -> Plan:
+    """The patch for one opted-in pod on CREATE (see the module docstring)."""
+    meta: Obj = pod.get("metadata") or {}
+    spec: Obj = pod.get("spec") or {}
+    storage = policy.spec.storage
+    warnings: list[str] = []
+    ops: list[review.JsonPatchOp] = []
+
+    checkpoint_dir = (
+        f"{storage.mount_path.rstrip('/')}/"
+        f"{lineage.checkpoint_dir(policy, pod_lineage, f'$({keys.ENV_POD_UID})')}"
+    )
+
+    # Refuse early (no patch at all) if our mount would clash with a user's mount.
+    for container in spec.get("containers") or []:
+        for mount in container.get("volumeMounts") or []:
+            if mount.get("mountPath") == storage.mount_path and (
+                mount.get("name") != keys.CHECKPOINT_VOLUME
+            ):
+                return Plan(
+                    [],
+                    [
+                        f"kontinue: container {container.get('name')} already mounts "
+                        f"{mount.get('name')} at {storage.mount_path}; pod left without checkpoints"
+                    ],
+                )
+
+    if restore is not None and restore.node_labels:
+        affinity_ops, conflict = _affinity_ops(spec, restore.node_labels)
+        if conflict:
+            cold_start_reason = f"checkpoint {restore.annotation} not usable: {conflict}"
+            restore = None
+        else:
+            ops += affinity_ops
+
+    ops += _annotation_ops(
+        meta,
+        {
+            keys.LINEAGE_ANNOTATION: lineage.annotation_value(pod_lineage),
+            keys.RESTORE_FROM_ANNOTATION: restore.annotation if restore else None,
+            keys.COLD_START_REASON_ANNOTATION: None if restore else cold_start_reason,
+        },
+    )
+
+    finalizers = meta.get("finalizers")
+    if finalizers is None:
+        ops.append(
+            {"op": "add", "path": "/metadata/finalizers", "value": [keys.CHECKPOINT_FINALIZER]}
+        )
+    elif keys.CHECKPOINT_FINALIZER not in finalizers:
+        ops.append(
+            {"op": "add", "path": "/metadata/finalizers/-", "value": keys.CHECKPOINT_FINALIZER}
+        )
+
+    grace = spec.get("terminationGracePeriodSeconds")
+    minimum = policy.spec.min_grace_period_seconds
+    if grace is None or grace < minimum:
+        op = "add" if grace is None else "replace"
+        ops.append({"op": op, "path": "/spec/terminationGracePeriodSeconds", "value": minimum})
+
+    volumes = spec.get("volumes")
+    wanted_volumes = [_volume(policy)]
+    if restore is not None:
+        wanted_volumes.append({"name": RESTORE_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}})
+    names = {v.get("name") for v in volumes or []}
+    missing = [v for v in wanted_volumes if v["name"] not in names]
+    if volumes is None:
+        ops.append({"op": "add", "path": "/spec/volumes", "value": missing})
+    else:
+        ops += [{"op": "add", "path": "/spec/volumes/-", "value": v} for v in missing]
+
+    env_prefix = _env(checkpoint_dir=checkpoint_dir, restore=restore is not None)
+    for i, container in enumerate(spec.get("containers") or []):
+        user_env = container.get("env")
+        kept = [e for e in user_env or [] if e.get("name") not in RESERVED_ENV]
+        dropped = sorted({e.get("name") for e in user_env or []} & RESERVED_ENV)
+        if dropped:
+            warnings.append(
+                f"kontinue: container {container.get('name')}: {', '.join(dropped)} "
+                "is set by Kontinue; your value was replaced"
+            )
+        ops.append(
+            {
+                "op": "add" if user_env is None else "replace",
+                "path": f"/spec/containers/{i}/env",
+                "value": copy.deepcopy(env_prefix) + kept,
+            }
+        )
+        mounts = container.get("volumeMounts")
+        mounted = {m.get("name") for m in mounts or []}
+        new_mounts: list[Obj] = []
+        if keys.CHECKPOINT_VOLUME not in mounted:
+            new_mounts.append({"name": keys.CHECKPOINT_VOLUME, "mountPath": storage.mount_path})
+        if restore is not None and RESTORE_VOLUME not in mounted:
+            new_mounts.append({"name": RESTORE_VOLUME, "mountPath": RESTORE_DIR, "readOnly": True})
+        if mounts is None:
+            if new_mounts:
+                ops.append(
+                    {"op": "add", "path": f"/spec/containers/{i}/volumeMounts", "value": new_mounts}
+                )
+        else:
+            ops += [
+                {"op": "add", "path": f"/spec/containers/{i}/volumeMounts/-", "value": m}
+                for m in new_mounts
+            ]
+
+    if restore is not None:
+        first = (spec.get("containers") or [{}])[0]
+        init = _init_container(
+            image=image,
+            policy=policy,
+            restore=restore,
+            checkpoint_dir=checkpoint_dir,
+            security_context=first.get("securityContext"),
+        )
+        inits = spec.get("initContainers")
+        existing = [j for j, c in enumerate(inits or []) if c.get("name") == init["name"]]
+        if inits is None:
+            ops.append({"op": "add", "path": "/spec/initContainers", "value": [init]})
+        elif existing:
+            ops.append(
+                {"op": "replace", "path": f"/spec/initContainers/{existing[0]}", "value": init}
+            )
+        else:
+            ops.append({"op": "add", "path": "/spec/initContainers/0", "value": init})
+    return Plan(ops, warnings)
+
+
+def plumb_job(job: Obj) -> Plan:
+    """The patch for an opted-in ``batch/v1`` Job on CREATE (see the module docstring)."""
+    spec: Obj = job.get("spec") or {}
+    template_spec: Obj = (spec.get("template") or {}).get("spec") or {}
+    if template_spec.get("restartPolicy") == "OnFailure":
+        return Plan(
+            [],
+            [
+                "kontinue: restartPolicy OnFailure cannot take a podFailurePolicy, so a "
+                "preemption of this Job counts against backoffLimit; use restartPolicy Never"
+            ],
+        )
+    ops: list[review.JsonPatchOp] = []
+    warnings: list[str] = []
+    current = spec.get("podReplacementPolicy")
+    if current != "Failed":
+        op = "add" if current is None else "replace"
+        ops.append({"op": op, "path": "/spec/podReplacementPolicy", "value": "Failed"})
+    policy = spec.get("podFailurePolicy")
+    rules: list[Obj] = list((policy or {}).get("rules") or [])
+    if rules and _is_disruption_rule(rules[0]):
+        return Plan(ops, warnings)
+    if len(rules) >= MAX_POD_FAILURE_RULES:
+        warnings.append(
+            f"kontinue: podFailurePolicy already has {len(rules)} rules (the maximum); a "
+            "preemption of this Job may count against backoffLimit"
+        )
+        return Plan(ops, warnings)
+    if policy is None:
+        ops.append(
+            {"op": "add", "path": "/spec/podFailurePolicy", "value": {"rules": [DISRUPTION_RULE]}}
+        )
+    elif "rules" not in policy:
+        ops.append(
+            {"op": "add", "path": "/spec/podFailurePolicy/rules", "value": [DISRUPTION_RULE]}
+        )
+    else:
+        ops.append(
+            {"op": "add", "path": "/spec/podFailurePolicy/rules/0", "value": DISRUPTION_RULE}
+        )
+    return Plan(ops, warnings)
+
+
+def _is_disruption_rule(rule: Obj) -> bool:
+    conditions = rule.get("onPodConditions") or []
+    return (
+        rule.get("action") == "Ignore"
+        and len(conditions) == 1
+        and conditions[0].get("type") == keys.POD_CONDITION_DISRUPTION_TARGET
+        and conditions[0].get("status", "True") == "True"
+    )
+
+
+def propagate_opt_out(job: Obj) -> Plan:
+    """Copy a Job's opt-out annotation onto its pod template (pods do not inherit annotations).
+
+    Without this, every pod of an opted-out Job in an opted-in queue would be plumbed, because
+    the admission path reads only the pod and caches, not the owner.
+    """
+    template: Obj = (job.get("spec") or {}).get("template") or {}
+    meta: Obj = template.get("metadata") or {}
+    value = "false"
+    if (meta.get("annotations") or {}).get(keys.CHECKPOINT_OPT_OUT_ANNOTATION) == value:
+        return Plan([], [])
+    if "metadata" not in template:
+        return Plan(
+            [
+                {
+                    "op": "add",
+                    "path": "/spec/template/metadata",
+                    "value": {"annotations": {keys.CHECKPOINT_OPT_OUT_ANNOTATION: value}},
+                }
+            ],
+            [],
+        )
+    ops = [
+        {**op, "path": "/spec/template" + op["path"]}
+        for op in _annotation_ops(meta, {keys.CHECKPOINT_OPT_OUT_ANNOTATION: value})
+    ]
+    return Plan(ops, [])

@@ -1,0 +1,153 @@
+"""AdmissionReview ``admission.k8s.io/v1`` in and out: the wire contract with the apiserver.
+
+Two error channels, never mixed (kopf ``_kits/webhooks.py``, style.md §7.2):
+
+* a review we cannot read (not JSON, not an ``admission.k8s.io/v1`` AdmissionReview, no
+  ``request.uid``) is the *caller's* bug: :class:`MalformedReview`, which the HTTP layer turns
+  into HTTP 400 with the cause;
+* an object the rules reject is a normal answer: HTTP 200 with ``allowed: false`` and
+  ``status {code, reason, message}`` (422 Invalid for bad values, 403 Forbidden for keys the
+  requester may not touch).
+
+Every answer echoes ``apiVersion``, ``kind`` and ``request.uid``; a patch travels as base64 JSON
+Patch with ``patchType: JSONPatch``; soft problems travel as ``warnings``. Nothing here decides
+anything; :mod:`webhook.admission` does.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from typing import Any, Literal
+
+import pydantic
+from pydantic import alias_generators
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+
+JsonPatchOp = dict[str, Any]
+"""One RFC 6902 operation: ``{"op": "add", "path": "/metadata/finalizers", "value": [...]}``."""
+
+
+class MalformedReview(ValueError):
+    """The request body is not an AdmissionReview we can answer (HTTP 400)."""
+
+
+class _Wire(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(
+        extra="allow", populate_by_name=True, alias_generator=alias_generators.to_camel
+    )
+
+
+class GroupVersionKind(_Wire):
+    group: str = ""
+    version: str
+    kind: str
+
+
+class GroupVersionResource(_Wire):
+    group: str = ""
+    version: str
+    resource: str
+
+
+class UserInfo(_Wire):
+    username: str = ""
+    uid: str | None = None
+    groups: list[str] = pydantic.Field(default_factory=list)
+
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+
+
+class AdmissionRequest(_Wire):
+    uid: str = pydantic.Field(min_length=1)
+    kind: GroupVersionKind
+    resource: GroupVersionResource
+    sub_resource: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    operation: Operation
+    user_info: UserInfo = pydantic.Field(default_factory=UserInfo)
+    object: dict[str, Any] | None = None
+    old_object: dict[str, Any] | None = None
+    dry_run: bool = False
+    options: dict[str, Any] | None = None
+
+
+class AdmissionReview(_Wire):
+    api_version: Literal["admission.k8s.io/v1"]
+    kind: Literal["AdmissionReview"]
+    request: AdmissionRequest
+
+
+def parse(body: bytes) -> AdmissionReview:
+    """Read a request body; :class:`MalformedReview` says which field is wrong and why."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedReview(f"body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise MalformedReview("body is not a JSON object")
+    try:
+        return AdmissionReview.model_validate(data)
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}" for error in exc.errors()
+        )
+        raise MalformedReview(f"not an {API_VERSION} {KIND}: {problems}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What the rules decided for one request; :func:`response` turns it into the wire form.
+
+    ``code``/``reason``/``message`` matter only when ``allowed`` is false.
+    """
+
+    allowed: bool = True
+    patch: tuple[JsonPatchOp, ...] = ()
+    warnings: tuple[str, ...] = ()
+    code: int = 200
+    reason: str = ""
+    message: str = ""
+
+
+def allow(
+    patch: list[JsonPatchOp] | tuple[JsonPatchOp, ...] = (),
+    warnings: list[str] | tuple[str, ...] = (),
+) -> Verdict:
+    return Verdict(patch=tuple(patch), warnings=tuple(warnings))
+
+
+def invalid(message: str) -> Verdict:
+    """A bad value in the object (HTTP semantics of 422 Unprocessable Entity)."""
+    return Verdict(allowed=False, code=422, reason="Invalid", message=message)
+
+
+def forbidden(message: str) -> Verdict:
+    """The requester may not make this change (403 Forbidden)."""
+    return Verdict(allowed=False, code=403, reason="Forbidden", message=message)
+
+
+def encode_patch(patch: tuple[JsonPatchOp, ...] | list[JsonPatchOp]) -> str:
+    return base64.b64encode(json.dumps(list(patch), separators=(",", ":")).encode()).decode()
+
+
+def response(uid: str, verdict: Verdict) -> dict[str, Any]:
+    """The AdmissionReview answer: ``uid`` echoed; a patch only when there is one."""
+    answer: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
+    if verdict.allowed and verdict.patch:
+        answer["patchType"] = "JSONPatch"
+        answer["patch"] = encode_patch(verdict.patch)
+    if not verdict.allowed:
+        answer["status"] = {
+            "code": verdict.code,
+            "reason": verdict.reason,
+            "message": verdict.message,
+        }
+    if verdict.warnings:
+        answer["warnings"] = list(verdict.warnings)
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": answer}

@@ -1,0 +1,109 @@
+"""What admission decisions may read: an in-memory view of the cluster, never the API.
+
+DESIGN (rules): admission never calls storage or anything slow; every decision comes from
+in-memory caches. :class:`State` is the read-only interface the pure modules
+(:mod:`webhook.optin`, :mod:`webhook.plumbing`, :mod:`webhook.validation`) take, so they can be
+tested with a :class:`Snapshot` built from plain objects, and served from the watch caches in
+:mod:`webhook.caches` in production. Both answer the same questions the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from kontinue.models import checkpoint as checkpoint_model
+from kontinue.models import core, kueue, volcano
+from kontinue.models import policy as policy_model
+
+
+class State(Protocol):
+    """Point lookups the admission path needs; every method is O(1) or O(items it returns)."""
+
+    def cluster_queue(self, name: str) -> kueue.ClusterQueue | None: ...
+
+    def local_queue(self, namespace: str, name: str) -> kueue.LocalQueue | None: ...
+
+    def volcano_queue(self, name: str) -> volcano.Queue | None: ...
+
+    def pod_group(self, namespace: str, name: str) -> volcano.PodGroup | None: ...
+
+    def policy(self, name: str) -> policy_model.CheckpointPolicy | None: ...
+
+    def checkpoint(self, namespace: str, name: str) -> checkpoint_model.Checkpoint | None: ...
+
+    def checkpoints_of(
+        self, lineage: checkpoint_model.Lineage
+    ) -> Sequence[checkpoint_model.Checkpoint]:
+        """Every Checkpoint whose ``spec.lineage`` is ``lineage`` (same owner UID), any phase."""
+        ...
+
+    def nodes(self) -> Sequence[core.Node]: ...
+
+
+def _key(namespace: str, name: str) -> tuple[str, str]:
+    return (namespace, name)
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """A :class:`State` over plain objects: tests, the benchmark, and a frozen copy of caches."""
+
+    cluster_queues: dict[str, kueue.ClusterQueue] = dataclasses.field(default_factory=dict)
+    local_queues: dict[tuple[str, str], kueue.LocalQueue] = dataclasses.field(default_factory=dict)
+    volcano_queues: dict[str, volcano.Queue] = dataclasses.field(default_factory=dict)
+    pod_groups: dict[tuple[str, str], volcano.PodGroup] = dataclasses.field(default_factory=dict)
+    policies: dict[str, policy_model.CheckpointPolicy] = dataclasses.field(default_factory=dict)
+    all_checkpoints: dict[tuple[str, str], checkpoint_model.Checkpoint] = dataclasses.field(
+        default_factory=dict
+    )
+    node_list: list[core.Node] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        cluster_queues: Iterable[kueue.ClusterQueue] = (),
+        local_queues: Iterable[kueue.LocalQueue] = (),
+        volcano_queues: Iterable[volcano.Queue] = (),
+        pod_groups: Iterable[volcano.PodGroup] = (),
+        policies: Iterable[policy_model.CheckpointPolicy] = (),
+        checkpoints: Iterable[checkpoint_model.Checkpoint] = (),
+        nodes: Iterable[core.Node] = (),
+    ) -> Snapshot:
+        return cls(
+            cluster_queues={q.name: q for q in cluster_queues},
+            local_queues={_key(q.namespace, q.name): q for q in local_queues},
+            volcano_queues={q.name: q for q in volcano_queues},
+            pod_groups={_key(g.namespace, g.name): g for g in pod_groups},
+            policies={p.name: p for p in policies},
+            all_checkpoints={_key(c.metadata.namespace or "", c.name): c for c in checkpoints},
+            node_list=list(nodes),
+        )
+
+    def cluster_queue(self, name: str) -> kueue.ClusterQueue | None:
+        return self.cluster_queues.get(name)
+
+    def local_queue(self, namespace: str, name: str) -> kueue.LocalQueue | None:
+        return self.local_queues.get(_key(namespace, name))
+
+    def volcano_queue(self, name: str) -> volcano.Queue | None:
+        return self.volcano_queues.get(name)
+
+    def pod_group(self, namespace: str, name: str) -> volcano.PodGroup | None:
+        return self.pod_groups.get(_key(namespace, name))
+
+    def policy(self, name: str) -> policy_model.CheckpointPolicy | None:
+        return self.policies.get(name)
+
+    def checkpoint(self, namespace: str, name: str) -> checkpoint_model.Checkpoint | None:
+        return self.all_checkpoints.get(_key(namespace, name))
+
+    def checkpoints_of(
+        self, lineage: checkpoint_model.Lineage
+    ) -> Sequence[checkpoint_model.Checkpoint]:
+        return [c for c in self.all_checkpoints.values() if c.spec.lineage == lineage]
+
+    def nodes(self) -> Sequence[core.Node]:
+        return self.node_list
