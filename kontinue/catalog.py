@@ -103,8 +103,13 @@ def _mismatch(
     policy: policy_model.CheckpointPolicy,
     pod_fingerprint: checkpoint.Fingerprint,
     nodes: list[core.Node],
+    also: dict[str, str] | None = None,
 ) -> tuple[str | None, dict[str, str]]:
-    """``(why not, None)`` or ``(None, node labels to require)`` for one checkpoint."""
+    """``(why not, {})`` or ``(None, node labels to require)`` for one checkpoint.
+
+    ``also``: labels already required (the awaited checkpoint's, when judging its fallback):
+    the pod is placed once, so a fallback must be restorable on the same nodes.
+    """
     keys_ = set(policy.spec.compatibility)
     recorded = cp.spec.fingerprint
     compat = policy_model.CompatibilityKey
@@ -144,7 +149,10 @@ def _mismatch(
             continue
         if theirs and theirs != mine:
             return f"{key.value} {mine} != pod's {theirs}", {}
+        if also and also.get(label, mine) != mine:
+            return f"{key.value} {mine} != awaited checkpoint's {also[label]}", {}
         required[label] = mine
+    required = {**(also or {}), **required}
     if required and not any(
         _node_usable(node)
         and all((node.metadata.labels or {}).get(k) == v for k, v in required.items())
@@ -196,7 +204,9 @@ def choose_restore(
             skipped.append(cp.name)
             notes.append(f"{cp.name}: {cp.status.failed_restores} failed restores")
             continue
-        why, labels = _mismatch(cp, policy=policy, pod_fingerprint=pod_fingerprint, nodes=node_list)
+        why, labels = _mismatch(
+            cp, policy=policy, pod_fingerprint=pod_fingerprint, nodes=node_list, also=wait_labels
+        )
         if why is not None:
             skipped.append(cp.name)
             notes.append(f"{cp.name}: {why}")
@@ -205,22 +215,21 @@ def choose_restore(
             return RestoreDecision(
                 None,
                 f"wait for {wait_for.name} ({wait_for.status.phase.value}) to finish saving, "
-                f"then restore from it; if it fails, from {cp.name}",
+                f"then restore from it; if it fails, from {cp.name}" + _passed_over(notes),
                 wait_for=wait_for,
-                required_node_labels=wait_labels,
+                required_node_labels=labels,
                 fallback_from=skipped,
                 fallback=cp,
             )
         reason = f"restore from {cp.name} (triggered {_when(cp)} by {_by(cp)})"
-        if notes:
-            reason += "; passed over " + "; ".join(notes)
+        reason += _passed_over(notes)
         return RestoreDecision(cp, reason, required_node_labels=labels, fallback_from=skipped)
 
     if wait_for is not None:
         return RestoreDecision(
             None,
             f"wait for {wait_for.name} ({wait_for.status.phase.value}) to finish saving, "
-            "then restore from it; no older checkpoint to fall back to",
+            "then restore from it; no older checkpoint to fall back to" + _passed_over(notes),
             wait_for=wait_for,
             required_node_labels=wait_labels,
             fallback_from=skipped,
@@ -228,6 +237,10 @@ def choose_restore(
     if not notes:
         return RestoreDecision(None, f"no Succeeded checkpoint of {lineage.key}")
     return RestoreDecision(None, "no usable checkpoint: " + "; ".join(notes), fallback_from=skipped)
+
+
+def _passed_over(notes: list[str]) -> str:
+    return "; passed over " + "; ".join(notes) if notes else ""
 
 
 def _when(cp: checkpoint.Checkpoint) -> str:

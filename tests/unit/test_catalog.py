@@ -226,6 +226,34 @@ def test_wait_carries_the_fallback_checkpoint() -> None:
     assert decision.fallback_from == ["c1"]
 
 
+def test_fallback_must_fit_the_nodes_the_awaited_one_needs() -> None:
+    """The pod is placed once: a fallback on other GPUs than the awaited one is no fallback."""
+    nodes = [node(), node(H100)]
+    decision = choose(
+        [cp("c0", 0), cp("c1", 1, product=H100), cp("c2", 2, "InProgress")], nodes=nodes
+    )
+    assert decision.wait_for is not None
+    assert decision.fallback is not None
+    assert decision.fallback.name == "c0"
+    assert decision.fallback_from == ["c1"]
+    assert "c1: gpuProduct NVIDIA-H100-80GB-HBM3 != awaited checkpoint's" in decision.reason
+    assert decision.required_node_labels == A100_LABELS
+
+
+def test_fallback_labels_join_the_awaited_ones_on_one_node() -> None:
+    awaited = cp("c2", 2, "InProgress", driver=None)  # product recorded, driver not
+    older = cp("c1", 1, product=None, driver="535")  # driver recorded, product not
+    joint = {keys.GPU_PRODUCT_LABEL: A100, keys.CUDA_DRIVER_MAJOR_LABEL: "535"}
+
+    split = choose([older, awaited], nodes=[node(A100, "550"), node(H100, "535")])
+    assert split.fallback is None
+    assert split.required_node_labels == {keys.GPU_PRODUCT_LABEL: A100}
+
+    together = choose([older, awaited], nodes=[node(A100, "535")])
+    assert together.fallback is not None
+    assert together.required_node_labels == joint
+
+
 def test_restore_attempts_come_from_policy() -> None:
     lenient = _policy(restore={"attemptsBeforeFallback": 5})
     decision = choose([cp("c1", 1), cp("c2", 2, failed_restores=4)], pol=lenient)
