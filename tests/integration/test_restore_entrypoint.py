@@ -261,9 +261,9 @@ def link_env(
         "KONTINUE_RESTORE_CHECKPOINT": "train-old",
         "KONTINUE_WAIT_SECONDS": str(seconds),
     }
-    if wait_for is not None:
-        env[keys.ENV_WAIT_FOR] = str(wait_for)
-        env["KONTINUE_WAIT_CHECKPOINT"] = "train-new"
+    # As webhook/plumbing.py sets them: every variable present, empty when not in use.
+    env[keys.ENV_WAIT_FOR] = str(wait_for) if wait_for else ""
+    env["KONTINUE_WAIT_CHECKPOINT"] = "train-new" if wait_for else ""
     return env
 
 
