@@ -50,7 +50,8 @@ class ServingCertificate:
 
         ``load_cert_chain`` only reads files, so the pair goes through a private (0700) temporary
         directory that is removed before returning. Raises :class:`ssl.SSLError` for a pair that
-        does not match or does not parse; the previous pair keeps serving then.
+        does not match or does not parse; the previous pair keeps serving then (checked on a
+        scratch context first: a failed load into the live context would leave it half-swapped).
         """
         fingerprint = hashlib.sha256(cert_pem + b"\0" + key_pem).hexdigest()
         if fingerprint == self.fingerprint:
@@ -62,6 +63,10 @@ class ServingCertificate:
             fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as key_file:
                 key_file.write(key_pem)
+            # NB: a failing load_cert_chain leaves the new certificate in the context with the
+            # old key, and every later handshake fails. Prove the pair on a scratch context
+            # first, so the live one only ever receives a pair that loads.
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_path, key_path)
             self.context.load_cert_chain(cert_path, key_path)
         self.fingerprint = fingerprint
         self.loads += 1
