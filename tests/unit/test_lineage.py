@@ -197,3 +197,21 @@ def test_checkpoint_dir_differs_per_incarnation_and_per_owner_uid() -> None:
 def test_checkpoint_dir_rejects_escaping_uid(pod_uid: str) -> None:
     with pytest.raises(ValueError, match="pod uid"):
         lineage.checkpoint_dir(policy.DEFAULT, LINEAGES[0], pod_uid)
+
+
+def test_recorded_volcano_victim_has_its_vcjob_as_lineage() -> None:
+    review = json.loads(
+        (
+            fixtures.UPSTREAM
+            / "volcano"
+            / "examples"
+            / "admissionreview-delete-victim-pod-by-vc-scheduler.json"
+        ).read_text()
+    )
+    pod = core.Pod.model_validate(review["request"]["oldObject"])
+
+    found = lineage.of_pod(pod)
+
+    assert found is not None
+    assert found.key == f"{pod.namespace}/Job.batch.volcano.sh/ckpt-train"
+    assert found.owner_uid == "5b0d2c1e-8a4f-4c2b-9e57-0f3c6d1a2b77"

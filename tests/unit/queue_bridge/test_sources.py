@@ -10,6 +10,7 @@ import pytest
 
 from kontinue import keys
 from kontinue.models import checkpoint, core, errors, kueue, policy
+from queue_bridge import sources
 from queue_bridge.sources import disruption, volcano
 from queue_bridge.sources import kueue as kueue_source
 from tests import fixtures
@@ -254,3 +255,20 @@ def test_volcano_repeat_and_policy() -> None:
     assert volcano.eviction(victim, previous=victim, policy=policy.DEFAULT) is None
     no_preemption = _policy(disruptionReasons=[keys.DISRUPTION_EVICTION_BY_API])
     assert volcano.eviction(victim, previous=None, policy=no_preemption) is None
+
+
+@pytest.mark.parametrize(
+    ("pod", "source"),
+    [
+        (volcano_victim(), checkpoint.TriggerSource.VOLCANO),
+        (recorded("pod-disruption-preemption-by-scheduler"), checkpoint.TriggerSource.SCHEDULER),
+        (recorded("pod-disruption-taint-manager"), checkpoint.TriggerSource.TAINT_MANAGER),
+        (recorded("pod-suspended-terminal-by-kubelet"), None),
+    ],
+    ids=["volcano", "scheduler", "taint", "none"],
+)
+def test_pod_eviction_picks_one_source(
+    pod: core.Pod, source: checkpoint.TriggerSource | None
+) -> None:
+    found = sources.pod_eviction(pod, previous=None, policy=policy.DEFAULT)
+    assert (found.source if found else None) is source
