@@ -111,3 +111,10 @@ VOLCANO_POD_QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 # --- where a process finds its termination-message file when no container runtime mounts one at
 # /dev/termination-log (the emulator's kubelet, local runs of the reference workload) -----------
 ENV_TERMINATION_LOG: Final = "KONTINUE_TERMINATION_LOG"
+
+# --- the restore init-container's environment (webhook/plumbing.py sets, queue_bridge/restore.py
+# reads; KONTINUE_RESTORE_FROM is the link it makes when KONTINUE_RESTORE_SOURCE is present) -----
+ENV_RESTORE_SOURCE: Final = "KONTINUE_RESTORE_SOURCE"
+ENV_RESTORE_CHECKPOINT: Final = "KONTINUE_RESTORE_CHECKPOINT"
+ENV_WAIT_CHECKPOINT: Final = "KONTINUE_WAIT_CHECKPOINT"
+ENV_WAIT_SECONDS: Final = "KONTINUE_WAIT_SECONDS"
