@@ -64,7 +64,9 @@ Callback = Callable[[caching.Event[M]], None]
 # watch"), so a server that closes every stream at once gets backoff, not a tight loop.
 SHORT_WATCH_SECONDS = 1.0
 
-_RETRIABLE = (errors.ApiError, ValueError, TimeoutError)
+# Failures a list or watch is expected to meet (logged without a traceback); ValueError is a
+# garbled response line. Anything else is retried too, but logged as the bug it likely is.
+_EXPECTED = (errors.ApiError, ValueError, TimeoutError)
 
 WatchEnd = Literal["closed", "short", "resync"]
 
@@ -252,9 +254,9 @@ class WatchCache(Generic[M]):
     # -- running -------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """List and watch until cancelled or :meth:`stop`; errors are retried, never raised.
+        """List and watch until cancelled or :meth:`stop`; failures are retried, never raised.
 
-        Only a bug escapes (it is logged and re-raised); API and network failures back off.
+        A stopped cache stays stopped: make a new one to start again.
         """
         if self._running:
             raise RuntimeError(f"watch cache for {self._what} is already running")
@@ -289,7 +291,7 @@ class WatchCache(Generic[M]):
             if relist is not None:
                 try:
                     await self._relist(reason=relist)
-                except _RETRIABLE as exc:
+                except Exception as exc:
                     await self._retry(exc, during="list")
                     continue
                 relist = None
@@ -309,7 +311,7 @@ class WatchCache(Generic[M]):
                 if self._failures > 1:  # a fresh list's version expired at once: slow down
                     await self._sleep(self._failures - 1)
                 continue
-            except _RETRIABLE as exc:
+            except Exception as exc:
                 await self._retry(exc, during="watch")
                 continue
             if ended == "resync":
@@ -329,18 +331,28 @@ class WatchCache(Generic[M]):
                     "watch closed, resuming resource=%s rv=%s", self._what, self._resource_version
                 )
 
-    async def _retry(self, exc: BaseException, *, during: str) -> None:
+    async def _retry(self, exc: Exception, *, during: str) -> None:
+        """Back off after a failed list or watch, then let the loop try again.
+
+        API and network failures are expected and logged as warnings. Anything else (a client
+        library error we do not map, a bug) is logged with its traceback and retried the same
+        way: a cache that dies would take the webhook's or the bridge's view of the cluster with
+        it, and a restart would meet the same condition.
+        """
         self._failures += 1
         self._reconnects.add(1, {**self._attrs, "reason": type(exc).__name__})
         retry_after = exc.retry_after if isinstance(exc, errors.TooManyRequests) else None
         delay = self._delay(self._failures, at_least=retry_after or 0.0)
-        log.warning(
+        expected = isinstance(exc, _EXPECTED)
+        log.log(
+            logging.WARNING if expected else logging.ERROR,
             "%s failed, retrying resource=%s attempt=%d delay=%.2fs error=%s",
             during,
             self._what,
             self._failures,
             delay,
             exc if str(exc) else repr(exc),
+            exc_info=None if expected else exc,
         )
         await asyncio.sleep(delay)
 

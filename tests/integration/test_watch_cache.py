@@ -71,6 +71,7 @@ class FakeApiServer:
         self.oldest = 0  # a watch from a resourceVersion below this gets 410 Gone
         self.list_status: int | None = None
         self.watch_status: int | None = None
+        self.list_replies: list[web.Response] = []  # answered (once each) before anything else
         self.requests: list[tuple[str, dict[str, str]]] = []
         self._wake = asyncio.Event()
         self._generation = 0
@@ -156,6 +157,8 @@ class FakeApiServer:
             self.requests.append(("watch", query))
             return await self._watch(request, query)
         self.requests.append(("list", query))
+        if self.list_replies:
+            return self.list_replies.pop(0)
         if self.list_status is not None:
             return web.json_response(_status(self.list_status, "Scripted"), status=self.list_status)
         names = sorted(n for n, o in self.objects.items() if _matches(o, query))
@@ -615,3 +618,20 @@ async def test_a_failing_subscriber_does_not_stop_the_cache(
     await until(lambda: rec.state() == server.state())
     assert "watch subscriber failed" in caplog.text
     assert [(e.type, e.obj.name) for e in rec.events] == [("ADDED", "a"), ("ADDED", "b")]
+
+
+async def test_an_unexpected_response_is_logged_with_a_traceback_and_retried(
+    fake: tuple[FakeApiServer, api.Api],
+    running: Callable[[Cache], Recorded],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server, kube = fake
+    server.put("a")
+    server.list_replies.append(web.json_response(["not", "a", "list", "object"]))
+    rec = running(_cache(kube))
+    await rec.cache.wait_synced(timeout=10)
+    assert [o.name for o in rec.cache.items()] == ["a"]
+    assert len(server.lists()) == 2
+    (failure,) = [r for r in caplog.records if "list failed, retrying" in r.getMessage()]
+    assert failure.levelno == logging.ERROR
+    assert failure.exc_info is not None  # the traceback is in the log
