@@ -904,12 +904,18 @@ def _apply_conflict(
                 out += "[" + element[2:] + "]"
         return out
 
-    lines = [f'conflict with "{manager}": {dotted(path)}' for manager, path in found]
+    def who(manager: str) -> str:
+        name, _, sub = manager.partition("/")
+        text = f'conflict with "{name}"'
+        if sub:
+            text += f' with subresource "{sub}"'
+        return f"{text} using {kind.api_version}"
+
+    lines = [f"{who(manager)}: {dotted(path)}" for manager, path in found]
     noun = "conflict" if len(found) == 1 else "conflicts"
     message = f"Apply failed with {len(found)} {noun}: " + "\n".join(lines)
     causes = [
-        {"type": "FieldManagerConflict", "message": f'conflict with "{m}"', "field": dotted(p)}
-        for m, p in found
+        {"type": "FieldManagerConflict", "message": who(m), "field": dotted(p)} for m, p in found
     ]
     return errors.from_status(
         409,
