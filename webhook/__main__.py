@@ -19,9 +19,12 @@ import asyncio
 import logging
 import pathlib
 import signal
+import socket
 import sys
+from typing import Any
 
 from aiohttp import web
+from kubernetes_asyncio import client as k8s_client
 
 from kontinue import telemetry
 from kontinue.kube import api as kube_api
@@ -32,12 +35,23 @@ from webhook import caches, rotation, settings, tls
 logger = logging.getLogger("webhook")
 
 
-async def serve(config: settings.Settings, *, stop: asyncio.Event) -> None:
+async def serve(
+    config: settings.Settings,
+    *,
+    stop: asyncio.Event,
+    api_client: k8s_client.ApiClient | None = None,  # None: in-cluster or kubeconfig
+    sock: socket.socket | None = None,  # None: listen on config.host:config.port
+    **cache_options: Any,  # test hooks for the watch caches
+) -> None:
     """Serve until ``stop`` is set (SIGTERM in production, directly in tests)."""
     tel = telemetry.setup("kontinue-webhook")
-    api_client = await client.make_api_client()
+    owned = api_client is None
+    if api_client is None:
+        api_client = await client.make_api_client()
     api = kube_api.Api(api_client, field_manager="kontinue-webhook")
-    cluster = caches.Caches(api, queue_systems=config.queue_systems, meter=tel.meter)
+    cluster = caches.Caches(
+        api, queue_systems=config.queue_systems, meter=tel.meter, **cache_options
+    )
     serving = tls.ServingCertificate()
     readiness = app_module.Readiness(
         {"caches": lambda: cluster.synced, "certificate": lambda: serving.loaded}
@@ -56,9 +70,13 @@ async def serve(config: settings.Settings, *, stop: asyncio.Event) -> None:
                 cert_dir = pathlib.Path(config.cert_dir)
                 await tls.load_files(serving, cert_dir)
                 keeper = tls.watch_files(serving, cert_dir, interval=config.cert_poll_seconds)
-            site = web.TCPSite(runner, config.host, config.port, ssl_context=serving.context)
+            site: web.BaseSite
+            if sock is None:
+                site = web.TCPSite(runner, config.host, config.port, ssl_context=serving.context)
+            else:
+                site = web.SockSite(runner, sock, ssl_context=serving.context)
             await site.start()
-            logger.info("serving https on %s:%s", config.host, config.port)
+            logger.info("serving %s", site.name)
             certificates = asyncio.create_task(keeper, name="certificates")
             stopped = asyncio.create_task(stop.wait(), name="stop")
             watched = [stopped, certificates]
@@ -75,7 +93,8 @@ async def serve(config: settings.Settings, *, stop: asyncio.Event) -> None:
                 await asyncio.gather(*watched, return_exceptions=True)
     finally:
         await runner.cleanup()
-        await api_client.close()
+        if owned:
+            await api_client.close()
 
 
 def main() -> None:

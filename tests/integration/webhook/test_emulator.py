@@ -1,0 +1,353 @@
+"""The real webhook process, wired the way it runs in a cluster, against the API emulator.
+
+``webhook.__main__.serve`` runs with its watch caches on the emulator (through the real
+kubernetes-asyncio client), writes its certificate into the Secret from manifests/webhook, and
+patches caBundle into the configurations from manifests/webhook/webhooks.yaml; the emulator then
+calls it over HTTPS, verifying that caBundle against ``kontinue-webhook.kontinue-system.svc``, as
+kube-apiserver does. (The emulator does not evaluate matchConditions: it calls the webhook as if
+they matched, so the webhook's own no-op path is what leaves other pods alone here.)
+
+Flow covered: a Kueue Job is made preemption-safe on CREATE, the pods the job controller creates
+for it are plumbed, a Succeeded Checkpoint of its lineage makes the next pod restore, and every
+kind of denial comes back through the emulator as the error a client would see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import socket
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from emulator.apiserver import server
+from kontinue import keys, lineage
+from kontinue.kube import api, client, errors, resources, watching
+from kontinue.models import checkpoint
+from tests import fixtures
+from tests.unit.webhook import support
+from webhook import __main__ as main
+from webhook import plumbing, settings
+
+Obj = dict[str, Any]
+NS = "team-a"
+SYSTEM = "kontinue-system"
+WEBHOOK_USER = f"system:serviceaccount:{SYSTEM}:kontinue-webhook"
+BRIDGE_USER = f"system:serviceaccount:{SYSTEM}:kontinue-bridge"
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+FAST = watching.Backoff(initial=0.01, factor=2.0, cap=0.1, jitter=0.5)
+CRDS = [
+    *sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")),
+    fixtures.UPSTREAM / "kueue/crds/kueue.x-k8s.io_clusterqueues.yaml",
+    fixtures.UPSTREAM / "kueue/crds/kueue.x-k8s.io_localqueues.yaml",
+    fixtures.UPSTREAM / "volcano/crds/scheduling.volcano.sh_queues.yaml",
+    fixtures.UPSTREAM / "volcano/crds/scheduling.volcano.sh_podgroups.yaml",
+]
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], *, within: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not await check():
+        if loop.time() > deadline:
+            pytest.fail(f"condition not met within {within}s")
+        await asyncio.sleep(0.02)
+
+
+class Cluster:
+    def __init__(self, emulated: server.ApiServer, url: str) -> None:
+        self.emulated = emulated
+        self.url = url
+        self.admin = emulated.client()
+        self.job_controller = emulated.client(JOB_CONTROLLER)
+        self.bridge = emulated.client(BRIDGE_USER)
+
+    async def trust(self) -> bytes:
+        secret = await self.admin.get(resources.SECRETS, "kontinue-webhook-tls", namespace=SYSTEM)
+        return base64.b64decode(secret["data"]["ca.crt"])
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    async with server.ApiServer(bookmark_interval=0.2) as emulated:
+        admin = emulated.client()
+        for path in CRDS:
+            emulated.install_crd(fixtures.load_one(path))
+        for name in (SYSTEM, NS):
+            await admin.create(
+                resources.NAMESPACES,
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+            )
+        await admin.create(  # the recorded Job's pods use it
+            resources.PRIORITY_CLASSES,
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": "low"},
+                "value": 100,
+            },
+        )
+        await admin.create(
+            resources.SECRETS, fixtures.load_one(fixtures.MANIFESTS / "webhook/secret.yaml")
+        )
+        for doc in fixtures.load_all(fixtures.MANIFESTS / "webhook/webhooks.yaml"):
+            resource = (
+                resources.MUTATING_WEBHOOKS
+                if doc["kind"] == "MutatingWebhookConfiguration"
+                else resources.VALIDATING_WEBHOOKS
+            )
+            await admin.create(resource, doc)
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        url = f"https://127.0.0.1:{sock.getsockname()[1]}"
+        emulated.service_urls[(SYSTEM, "kontinue-webhook", 443)] = url
+        config = settings.Settings(
+            namespace=SYSTEM,
+            image="registry.example/kontinue:test",
+            cert_poll_seconds=3600,
+            drain_seconds=0,
+        )
+        api_client = await client.api_client_from_dict(emulated.kubeconfig(WEBHOOK_USER))
+        stop = asyncio.Event()
+        serving = asyncio.create_task(
+            main.serve(config, stop=stop, api_client=api_client, sock=sock, backoff=FAST)
+        )
+        running = Cluster(emulated, url)
+        try:
+            await eventually(lambda: _ready(running, serving))
+            yield running
+        finally:
+            stop.set()
+            await asyncio.wait_for(serving, 10)
+            await api_client.close()
+            sock.close()
+
+
+async def _ready(cluster: Cluster, serving: asyncio.Task[None]) -> bool:
+    if serving.done():
+        serving.result()  # raise what killed it
+    try:
+        trust = await cluster.trust()
+    except KeyError:
+        return False
+    context = ssl.create_default_context(cadata=trust.decode())
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                cluster.url + "/readyz",
+                ssl=context,
+                server_hostname="kontinue-webhook.kontinue-system.svc",
+            ) as response,
+        ):
+            return response.status == 200
+    except aiohttp.ClientConnectionError:
+        return False
+
+
+async def test_certificate_secret_and_ca_bundle_are_written(cluster: Cluster) -> None:
+    secret = await cluster.admin.get(resources.SECRETS, "kontinue-webhook-tls", namespace=SYSTEM)
+    assert sorted(secret["data"]) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+    encoded = secret["data"]["ca.crt"]
+    for resource in (resources.MUTATING_WEBHOOKS, resources.VALIDATING_WEBHOOKS):
+        configuration = await cluster.admin.get(resource, "kontinue-webhook")
+        assert configuration["webhooks"]
+        for hook in configuration["webhooks"]:
+            assert hook["clientConfig"]["caBundle"] == encoded, hook["name"]
+
+
+async def _queues(cluster: Cluster) -> None:
+    await cluster.admin.create(
+        resources.CLUSTER_QUEUES,
+        {
+            "apiVersion": resources.CLUSTER_QUEUES.api_version,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "cq-gpu", "labels": {keys.ENABLED_LABEL: "true"}},
+            "spec": {},
+        },
+    )
+    await cluster.admin.create(
+        resources.LOCAL_QUEUES,
+        {
+            "apiVersion": resources.LOCAL_QUEUES.api_version,
+            "kind": "LocalQueue",
+            "metadata": {"name": "team-a", "namespace": NS},
+            "spec": {"clusterQueue": "cq-gpu"},
+        },
+    )
+
+
+def _job() -> Obj:
+    job = support.recorded_object("01-")
+    job["metadata"] = {
+        "name": "train-a",
+        "namespace": NS,
+        "labels": {keys.KUEUE_QUEUE_NAME_LABEL: "team-a"},
+    }
+    del job["spec"]["podFailurePolicy"]
+    del job["spec"]["podReplacementPolicy"]
+    del job["status"]
+    return job
+
+
+def _pod_for(job: Obj) -> Obj:
+    """The pod the job controller creates once Kueue admitted the Job (labels stamped)."""
+    template = copy.deepcopy(job["spec"]["template"])
+    meta = template["metadata"]
+    meta["labels"].update(
+        {
+            keys.KUEUE_CLUSTER_QUEUE_LABEL: "cq-gpu",
+            keys.KUEUE_LOCAL_QUEUE_LABEL: "team-a",
+            keys.JOB_NAME_LABEL: job["metadata"]["name"],
+        }
+    )
+    meta.update(
+        {
+            "generateName": job["metadata"]["name"] + "-",
+            "namespace": NS,
+            "finalizers": [keys.JOB_TRACKING_FINALIZER],
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": job["metadata"]["name"],
+                    "uid": job["metadata"]["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        }
+    )
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
+
+
+def _env(container: Obj) -> dict[str, Obj]:
+    return {e["name"]: e for e in container.get("env") or []}
+
+
+async def test_kueue_job_and_its_pods_are_mutated_on_creation(cluster: Cluster) -> None:
+    await _queues(cluster)
+
+    async def job_is_patched() -> bool:  # the webhook's caches have caught up with the queues
+        dry = await cluster.admin.create(resources.JOBS, _job(), dry_run=True)
+        return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
+
+    await eventually(job_is_patched)
+    job = await cluster.admin.create(resources.JOBS, _job())
+    assert job["spec"]["podReplacementPolicy"] == "Failed"
+    assert job["spec"]["podFailurePolicy"]["rules"] == [plumbing.DISRUPTION_RULE]
+
+    pod = await cluster.job_controller.create(resources.PODS, _pod_for(job))
+    pod_lineage = checkpoint.Lineage(
+        namespace=NS, owner_kind="Job", owner_name="train-a", owner_uid=job["metadata"]["uid"]
+    )
+    annotations = pod["metadata"]["annotations"]
+    assert annotations[keys.LINEAGE_ANNOTATION] == lineage.annotation_value(pod_lineage)
+    assert "no checkpoint" in annotations[keys.COLD_START_REASON_ANNOTATION]
+    assert pod["metadata"]["finalizers"] == [keys.JOB_TRACKING_FINALIZER, keys.CHECKPOINT_FINALIZER]
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 120
+    env = _env(pod["spec"]["containers"][0])
+    assert env[keys.ENV_POD_UID]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid"
+    assert env[keys.ENV_CHECKPOINT_DIR]["value"] == (
+        f"/kontinue/checkpoints/{lineage.lineage_dir(pod_lineage)}/$(KONTINUE_POD_UID)"
+    )
+    assert {
+        "name": keys.CHECKPOINT_VOLUME,
+        "persistentVolumeClaim": {"claimName": "kontinue"},
+    } in pod["spec"]["volumes"]
+    calls = [c for c in cluster.emulated.webhook_calls if c["request"]["kind"]["kind"] == "Pod"]
+    assert {c["request"]["operation"] for c in calls} == {"CREATE"}
+
+    # The bridge records a good checkpoint of this lineage; the next pod restores from it.
+    body = support.make_checkpoint("train-a-1", lineage=pod_lineage).model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    status = body.pop("status")
+    await cluster.bridge.create(resources.CHECKPOINTS, body)
+    await cluster.bridge.patch(
+        resources.CHECKPOINTS,
+        "train-a-1",
+        {"status": status},
+        namespace=NS,
+        subresource="status",
+        content_type=api.MERGE_PATCH,
+    )
+
+    async def restores() -> bool:
+        """Until the cache sees the status patch the Checkpoint is Pending: a dry run shows a
+        *wait* for it (the previous incarnation still saving); then a plain restore."""
+        dry = await cluster.job_controller.create(resources.PODS, _pod_for(job), dry_run=True)
+        inits = dry["spec"].get("initContainers") or [{}]
+        return bool(_env(inits[0]).get(plumbing.ENV_RESTORE_SOURCE, {}).get("value"))
+
+    await eventually(restores)
+    pod = await cluster.job_controller.create(resources.PODS, _pod_for(job))
+    init = pod["spec"]["initContainers"][0]
+    assert init["name"] == keys.RESTORE_INIT_CONTAINER
+    assert pod["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == "train-a-1"
+    assert _env(init)[keys.ENV_WAIT_FOR]["value"] == ""
+    assert _env(init)[plumbing.ENV_RESTORE_SOURCE]["value"].startswith(
+        f"/kontinue/checkpoints/{lineage.lineage_dir(pod_lineage)}/"
+    )
+    assert (
+        _env(pod["spec"]["containers"][0])[keys.ENV_RESTORE_FROM]["value"] == plumbing.RESTORE_LINK
+    )
+
+    # A user may not rewrite the restore annotation afterwards (403 through the emulator).
+    alice = cluster.emulated.client("alice")
+    with pytest.raises(errors.Forbidden, match="reserved for Kontinue"):
+        await alice.patch(
+            resources.PODS,
+            pod["metadata"]["name"],
+            {"metadata": {"annotations": {keys.RESTORE_FROM_ANNOTATION: "someone-elses"}}},
+            namespace=NS,
+            content_type=api.MERGE_PATCH,
+        )
+
+
+async def test_pods_outside_opted_in_queues_are_untouched(cluster: Cluster) -> None:
+    plain = support.recorded_object("35-")
+    plain["metadata"] = {"name": "plain", "namespace": NS}
+    created = await cluster.admin.create(resources.PODS, plain)
+    assert "annotations" not in created["metadata"]
+    assert created["metadata"].get("finalizers") is None
+    assert "env" not in created["spec"]["containers"][0]
+
+
+async def test_denials_reach_the_client_with_their_code(cluster: Cluster) -> None:
+    both_storages = {
+        "apiVersion": keys.API_VERSION,
+        "kind": "CheckpointPolicy",
+        "metadata": {"name": "both"},
+        "spec": {"storage": {"pvc": {"claimName": "x"}, "hostPath": {"path": "/x"}}},
+    }
+    with pytest.raises(errors.Invalid, match="checkpointpolicies.validate.kontinue.dev") as raised:
+        await cluster.admin.create(resources.CHECKPOINT_POLICIES, both_storages)
+    assert "exactly one of pvc or hostPath" in str(raised.value)
+
+    bad_label = {
+        "apiVersion": resources.CLUSTER_QUEUES.api_version,
+        "kind": "ClusterQueue",
+        "metadata": {
+            "name": "cq-typo",
+            "labels": {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: "no-such-policy"},
+        },
+        "spec": {},
+    }
+    with pytest.raises(errors.Invalid, match="no-such-policy"):
+        await cluster.admin.create(resources.CLUSTER_QUEUES, bad_label)
+
+    forged = support.recorded_object("35-")
+    forged["metadata"] = {
+        "name": "forged",
+        "namespace": NS,
+        "annotations": {keys.RESTORE_FROM_ANNOTATION: "not-mine"},
+    }
+    with pytest.raises(errors.Forbidden, match="pods.validate.kontinue.dev"):
+        await cluster.admin.create(resources.PODS, forged)
