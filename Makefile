@@ -12,7 +12,7 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,demo]'
 	touch $(STAMP)
 
 demo: $(STAMP) ## run the local demo on the emulated GPU cluster

@@ -1,0 +1,179 @@
+"""Pure: a run's timeline -> the numbers of the report. Nothing here is a constant of the demo.
+
+GPU time is split the way an operator would account it: a GPU held by a priority pod is
+*priority*; held by a scavenger's main container, *scavenger* (of which the steps later thrown
+away by a restart from an older state are *lost*); held while a restore init-container verifies
+or a preempted scavenger saves, *overhead*; held by nobody, *idle*.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import statistics
+from collections.abc import Iterable
+
+from emulator.demo import timeline
+from emulator.demo.timeline import PodRecord, Role
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    run: str
+    capacity_gpu_s: float
+    priority_gpu_s: float
+    scavenger_gpu_s: float
+    lost_gpu_s: float
+    overhead_gpu_s: float
+    idle_gpu_s: float
+    preemptions: int
+    restores: int
+    restores_from_newest: int
+    restores_on_other_node: int
+    handover_p50_s: float | None
+    handover_p95_s: float | None
+    lost_steps_per_preemption: float | None
+    jobs_completed: int
+
+    @property
+    def priority_share(self) -> float:
+        return self.priority_gpu_s / self.capacity_gpu_s
+
+    @property
+    def idle_share(self) -> float:
+        return self.idle_gpu_s / self.capacity_gpu_s
+
+    @property
+    def overhead_share(self) -> float:
+        return self.overhead_gpu_s / self.capacity_gpu_s
+
+    @property
+    def useful_scavenger_gpu_s(self) -> float:
+        return max(0.0, self.scavenger_gpu_s - self.lost_gpu_s)
+
+    @property
+    def idle_converted_share(self) -> float:
+        """Of the GPU time priority work left free, the share that became kept scavenger work."""
+        free = self.capacity_gpu_s - self.priority_gpu_s
+        return self.useful_scavenger_gpu_s / free if free > 0 else 0.0
+
+
+def _span(start: float | None, end: float | None, duration: float) -> float:
+    if start is None:
+        return 0.0
+    stop = duration if end is None else end
+    return max(0.0, min(stop, duration) - max(start, 0.0))
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (no interpolation: every reported value was observed)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def lost_steps(incarnations: list[PodRecord]) -> list[int]:
+    """Steps thrown away at each preemption of one job, in order.
+
+    Lost = the last step reached before the kill minus the step the next incarnation resumed
+    from (its first step - 1). With no next incarnation in the run, what was not saved is lost.
+    """
+    ordered = sorted(incarnations, key=lambda r: r.created)
+    lost: list[int] = []
+    for current, following in zip(ordered, [*ordered[1:], None], strict=True):
+        if not current.preempted:
+            continue
+        reached = current.last_step or 0
+        if following is not None and following.first_step is not None:
+            resumed = following.first_step - 1
+        else:
+            resumed = current.saved_step or 0
+        lost.append(max(0, reached - resumed))
+    return lost
+
+
+def report(run: timeline.Run) -> Report:
+    d = run.duration
+    priority = scavenger = overhead = lost_gpu = 0.0
+    handovers: list[float] = []
+    by_job: dict[str, list[PodRecord]] = collections.defaultdict(list)
+    for pod in run.pods:
+        if pod.role is Role.PRIORITY:
+            priority += pod.gpus * _span(pod.started, pod.ended, d)
+            if pod.running is not None:
+                handovers.append(pod.running - pod.created)
+            continue
+        by_job[pod.job].append(pod)
+        end_useful = pod.terminating if pod.terminating is not None else pod.ended
+        scavenger += pod.gpus * _span(pod.running, end_useful, d)
+        overhead += pod.gpus * _span(pod.started, pod.running, d)
+        if pod.terminating is not None:
+            overhead += pod.gpus * _span(pod.terminating, pod.ended, d)
+    lost_per_preemption: list[int] = []
+    for incarnations in by_job.values():
+        steps = lost_steps(incarnations)
+        lost_per_preemption += steps
+        gpus = incarnations[0].gpus
+        lost_gpu += gpus * sum(steps) / run.steps_per_second
+    capacity = run.gpus_total * d
+    scavengers = [p for p in run.pods if p.role is Role.SCAVENGER]
+    restored = [p for p in scavengers if p.restored_from]
+    return Report(
+        run=run.name,
+        capacity_gpu_s=capacity,
+        priority_gpu_s=priority,
+        scavenger_gpu_s=scavenger,
+        lost_gpu_s=min(lost_gpu, scavenger),
+        overhead_gpu_s=overhead,
+        idle_gpu_s=max(0.0, capacity - priority - scavenger - overhead),
+        preemptions=sum(1 for p in scavengers if p.preempted),
+        restores=len(restored),
+        restores_from_newest=sum(1 for p in restored if p.restored_from_newest),
+        restores_on_other_node=sum(
+            1 for p in restored if p.checkpoint_node and p.node and p.checkpoint_node != p.node
+        ),
+        handover_p50_s=statistics.median(handovers) if handovers else None,
+        handover_p95_s=percentile(handovers, 95),
+        lost_steps_per_preemption=(
+            statistics.fmean(lost_per_preemption) if lost_per_preemption else None
+        ),
+        jobs_completed=sum(1 for p in run.pods if p.completed),
+    )
+
+
+def occupancy(
+    run: timeline.Run, *, step: float = 1.0
+) -> tuple[list[float], dict[str, list[float]]]:
+    """GPUs per category sampled every ``step`` seconds, for the chart."""
+    times = [i * step for i in range(int(run.duration / step) + 1)]
+    series: dict[str, list[float]] = {
+        name: [0.0] * len(times) for name in ("priority", "scavenger", "overhead", "idle")
+    }
+
+    def add(name: str, gpus: int, start: float | None, end: float | None) -> None:
+        if start is None:
+            return
+        stop = run.duration if end is None else end
+        for index, t in enumerate(times):
+            if start <= t < stop:
+                series[name][index] += gpus
+
+    for pod in run.pods:
+        if pod.role is Role.PRIORITY:
+            add("priority", pod.gpus, pod.started, pod.ended)
+            continue
+        add("overhead", pod.gpus, pod.started, pod.running)
+        end_useful = pod.terminating if pod.terminating is not None else pod.ended
+        add("scavenger", pod.gpus, pod.running, end_useful)
+        if pod.terminating is not None:
+            add("overhead", pod.gpus, pod.terminating, pod.ended)
+    for index in range(len(times)):
+        used = sum(series[n][index] for n in ("priority", "scavenger", "overhead"))
+        series["idle"][index] = max(0.0, run.gpus_total - used)
+    return times, series
+
+
+def reports(runs: Iterable[timeline.Run]) -> list[Report]:
+    return [report(run) for run in runs]

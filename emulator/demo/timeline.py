@@ -1,0 +1,57 @@
+"""What one run observed, one record per pod incarnation, in seconds since the run started."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+
+class Role(enum.StrEnum):
+    PRIORITY = "priority"
+    SCAVENGER = "scavenger"
+
+
+@dataclasses.dataclass(frozen=True)
+class PodRecord:
+    job: str
+    pod: str
+    role: Role
+    gpus: int
+    node: str | None
+    created: float
+    started: float | None = None
+    """First container (the restore init-container, if any) started: the GPUs are held."""
+    running: float | None = None
+    """The main container started: useful work begins."""
+    terminating: float | None = None
+    """Deletion began (SIGTERM): useful work ends, saving begins."""
+    ended: float | None = None
+    """The last container exited: the GPUs are free."""
+    exit_code: int | None = None
+    first_step: int | None = None
+    """The first PROGRESS step this incarnation printed (the restored step + 1, or 1)."""
+    last_step: int | None = None
+    saved_step: int | None = None
+    """The step its termination message says it saved, if it saved."""
+    restored_from: str | None = None
+    """The Checkpoint this incarnation restored from (the ``kontinue.dev/restore-from`` value)."""
+    restored_from_newest: bool | None = None
+    checkpoint_node: str | None = None
+    """The node the checkpoint it restored from was written on."""
+
+    @property
+    def preempted(self) -> bool:
+        return self.terminating is not None and self.exit_code != 0
+
+    @property
+    def completed(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    name: str
+    duration: float
+    gpus_total: int
+    steps_per_second: float
+    pods: tuple[PodRecord, ...]
