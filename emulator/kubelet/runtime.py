@@ -58,6 +58,15 @@ class Commands:
 
     executables: Mapping[str, str]
     entrypoints: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    # What the image would have installed: this checkout, importable by mapped Python commands.
+    python_path: str | None = str(Path(__file__).resolve().parents[2])
+
+    def env_for(self, argv: tuple[str, ...], env: Mapping[str, str]) -> dict[str, str]:
+        """The process env: the container's, plus PYTHONPATH for the image's Python."""
+        out = dict(env)
+        if argv[0] == sys.executable and self.python_path and "PYTHONPATH" not in out:
+            out["PYTHONPATH"] = self.python_path
+        return out
 
     @classmethod
     def default(cls, *, entrypoints: Mapping[str, tuple[str, ...]] | None = None) -> Commands:
@@ -162,7 +171,7 @@ class Container:
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    async def _start(self, argv: tuple[str, ...]) -> None:
+    async def _start(self, argv: tuple[str, ...], env: dict[str, str]) -> None:
         spec = self.spec
         spec.cwd.mkdir(parents=True, exist_ok=True)
         for directory in spec.volumes:  # hostPath DirectoryOrCreate, subPath, emptyDir
@@ -176,7 +185,7 @@ class Container:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
-                env=dict(spec.env),
+                env=env,
                 cwd=spec.cwd,
                 start_new_session=True,
             )
@@ -250,7 +259,7 @@ class Container:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
-                env=dict(self.spec.env),
+                env=commands.env_for(argv, self.spec.env),
                 cwd=self.spec.cwd,
                 start_new_session=True,
             )
@@ -340,7 +349,7 @@ class Runtime:
             container._fail(str(error))
             return container
         try:
-            await container._start(argv)
+            await container._start(argv, self.commands.env_for(argv, spec.env))
         except OSError as error:
             container._fail(f"failed to start {argv[0]!r}: {error}")
         return container

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import json
 import os
 import signal
@@ -10,9 +12,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from emulator.kubelet import launch, runtime, worker
 from kontinue import keys
 from reference_workload import checkpoint_format, trainer
 
@@ -193,3 +197,116 @@ def test_bad_option_names_the_option(tmp_path: Path, procs: list[Trainer]) -> No
     assert code == trainer.EXIT_BAD_OPTIONS
     assert "--rate" in err
     assert "fast" in err
+
+
+# --- the trainer as a pod on the emulated kubelet: node A saves, node B restores -------------
+
+
+def _trainer_pod(name: str, *, env: list[dict[str, Any]], grace: int) -> dict[str, Any]:
+    """A pod like the webhook will plumb: checkpoint dir per pod UID on a shared hostPath."""
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "generation": 1},
+        "spec": {
+            "nodeName": "node-a",
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": grace,
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "localhost/kontinue-base:dev",
+                    "command": ["python3", "-m", "reference_workload.trainer"],
+                    "args": ["--rate", "100", "--state-bytes", "300000"],
+                    "env": [
+                        {
+                            "name": "POD_UID",
+                            "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}},
+                        },
+                        {"name": "KONTINUE_CHECKPOINT_DIR", "value": "/ckpt/$(POD_UID)"},
+                        *env,
+                    ],
+                    "volumeMounts": [{"name": "ckpt", "mountPath": "/ckpt"}],
+                }
+            ],
+            "volumes": [{"name": "ckpt", "hostPath": {"path": "/var/kontinue/checkpoints"}}],
+        },
+        "status": {"phase": "Pending", "qosClass": "BestEffort"},
+    }
+
+
+async def _discard(_status: dict[str, Any]) -> None:
+    return None
+
+
+async def _run_and_delete(
+    pod: dict[str, Any], node: launch.Node, rt: runtime.Runtime
+) -> tuple[worker.PodWorker, worker.Outcome]:
+    timing = worker.Timing(relist_seconds=0.2, sandbox_seconds=0.05, terminal_delay_seconds=0.2)
+    pod_worker = worker.PodWorker(pod, runtime_=rt, node=node, sink=_discard, timing=timing)
+    task = asyncio.create_task(pod_worker.run())
+    for _ in range(1000):
+        trainer_container = pod_worker.containers.get("trainer")
+        log = trainer_container.spec.log_path if trainer_container else None
+        if log is not None and log.exists() and log.read_text().count("PROGRESS ") >= 20:
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError("the trainer never made 20 steps")
+    deleted = copy.deepcopy(pod_worker.pod)
+    deleted["metadata"].update(
+        generation=2,
+        deletionTimestamp="2026-12-02T12:00:00Z",
+        deletionGracePeriodSeconds=pod["spec"]["terminationGracePeriodSeconds"],
+    )
+    pod_worker.update(deleted)
+    return pod_worker, await asyncio.wait_for(task, timeout=60)
+
+
+async def test_trainer_pod_saves_on_node_a_and_restores_on_node_b(tmp_path: Path) -> None:
+    rt = runtime.Runtime()
+    node_a = launch.Node("node-a", "10.0.0.1", tmp_path / "a", tmp_path / "shared")
+    node_b = launch.Node("node-b", "10.0.0.2", tmp_path / "b", tmp_path / "shared")
+    try:
+        first, outcome = await _run_and_delete(
+            _trainer_pod("first", env=[{"name": "TRAINER_SAVE_SECONDS", "value": "0.3"}], grace=5),
+            node_a,
+            rt,
+        )
+        assert outcome == worker.Outcome(phase="Failed", final_delete=True)
+        terminated = first.written[-1]["containerStatuses"][0]["state"]["terminated"]
+        assert (terminated["exitCode"], terminated["reason"]) == (143, "Error")
+        message = json.loads(terminated["message"])
+        assert message["kontinue"] == "saved"
+        saved = tmp_path / "shared" / "hostpath" / "var/kontinue/checkpoints" / "uid-first"
+        assert message["path"] == str(saved)
+        assert checkpoint_format.verify(saved).step == message["step"] >= 20
+
+        restore = [{"name": "KONTINUE_RESTORE_FROM", "value": "/ckpt/uid-first"}]
+        second, _ = await _run_and_delete(_trainer_pod("second", env=restore, grace=5), node_b, rt)
+        log = second.containers["trainer"].spec.log_path.read_text().splitlines()
+        assert f"RESTORED step={message['step']} from={saved}" in log
+        first_progress = next(line for line in log if line.startswith("PROGRESS"))
+        assert first_progress.split()[1] == f"step={message['step'] + 1}"
+    finally:
+        await rt.close()
+
+
+async def test_trainer_pod_saving_slower_than_grace_is_killed_137_and_torn(tmp_path: Path) -> None:
+    rt = runtime.Runtime()
+    node = launch.Node("node-a", "10.0.0.1", tmp_path / "a", tmp_path / "shared")
+    try:
+        slow = [{"name": "TRAINER_SAVE_SECONDS", "value": "30"}]
+        pod_worker, outcome = await _run_and_delete(
+            _trainer_pod("slow", env=slow, grace=2), node, rt
+        )
+        assert outcome == worker.Outcome(phase="Failed", final_delete=True)
+        terminated = pod_worker.written[-1]["containerStatuses"][0]["state"]["terminated"]
+        assert (terminated["exitCode"], terminated["reason"]) == (137, "Error")
+        assert "message" not in terminated  # no "saved" line: a failed member
+        (kill,) = pod_worker.containers["trainer"].kills
+        assert kill.sigkill_at is not None
+        torn = tmp_path / "shared" / "hostpath" / "var/kontinue/checkpoints" / "uid-slow"
+        assert (torn / trainer.STATE_FILE).stat().st_size > 0
+        with pytest.raises(checkpoint_format.CheckpointError, match="torn or incomplete"):
+            checkpoint_format.verify(torn)
+    finally:
+        await rt.close()
