@@ -18,7 +18,8 @@ import copy
 import json
 from typing import Any
 
-from emulator.apiserver import patching
+from emulator.apiserver import patching, statuses
+from kontinue.kube import errors
 
 Object = dict[str, Any]
 Path = tuple[str, ...]
@@ -250,3 +251,47 @@ def release_changed(owners: Owners, old: Object, new: Object, fields: Fields) ->
     }
     for paths in owners.values():
         paths -= changed
+
+
+def conflict_error(
+    group: str, plural: str, api_version: str, name: str, found: list[tuple[str, Path]]
+) -> errors.ApiError:
+    """409 naming each conflicting manager and field, worded like structured-merge-diff."""
+
+    def dotted(path: Path) -> str:
+        out = ""
+        for element in path:
+            if element.startswith("f:"):
+                out += "." + element[2:]
+            elif element.startswith("k:"):
+                out += (
+                    "["
+                    + ",".join(f"{k}={json.dumps(v)}" for k, v in json.loads(element[2:]).items())
+                    + "]"
+                )
+            else:
+                out += "[" + element[2:] + "]"
+        return out
+
+    def who(manager: str) -> str:
+        name, _, sub = manager.partition("/")
+        text = f'conflict with "{name}"'
+        if sub:
+            text += f' with subresource "{sub}"'
+        return f"{text} using {api_version}"
+
+    lines = [f"{who(manager)}: {dotted(path)}" for manager, path in found]
+    noun = "conflict" if len(found) == 1 else "conflicts"
+    message = f"Apply failed with {len(found)} {noun}: " + "\n".join(lines)
+    causes = [
+        {"type": "FieldManagerConflict", "message": who(m), "field": dotted(p)} for m, p in found
+    ]
+    return errors.from_status(
+        409,
+        statuses.status_body(
+            409,
+            "Conflict",
+            message,
+            {"name": name, "group": group, "kind": plural, "causes": causes},
+        ),
+    )

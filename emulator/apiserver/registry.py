@@ -5,19 +5,14 @@ pkg/endpoints/handlers: fault check -> decode + defaults -> mutating admission -
 (PrepareForCreate/Update, generateName, uid) -> validation -> validating admission -> a
 compare-and-swap on the stored resourceVersion (retried for unconditional writes, 409 Conflict
 for a stale one) -> store. A write that changes nothing is not stored and keeps its
-resourceVersion, as upstream. Deletion copies rest/delete.go ``BeforeDelete`` and the pod
-strategy's ``CheckGracefulDelete`` (pkg/registry/core/pod/strategy.go): pods get a
-deletionTimestamp and stay until deleted with grace 0; finalizers hold any object; removing the
-last finalizer of an object whose deletionGracePeriodSeconds is 0 deletes it. Dependents are
-collected in the background like pkg/controller/garbagecollector (Background, and Orphan,
-which batch/v1 Jobs default to as in pkg/registry/batch/job/strategy.go).
+resourceVersion, as upstream. Deletion decisions live in ``deletion``, garbage collection in
+``collector``, watch streams in ``watches``, server-side apply in ``applying``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import builtins
 import copy
 import dataclasses
 import json
@@ -31,6 +26,8 @@ import yaml
 from emulator.apiserver import (
     admission,
     applying,
+    collector,
+    deletion,
     faults,
     kinds,
     patching,
@@ -40,6 +37,7 @@ from emulator.apiserver import (
     strategy,
     users,
     validation,
+    watches,
 )
 from kontinue.kube import errors
 
@@ -50,7 +48,6 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
-GC_USER = users.user("system:serviceaccount:kube-system:generic-garbage-collector")
 NAMESPACE_USER = users.user("system:serviceaccount:kube-system:namespace-controller")
 _CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery/pkg/util/rand alphanums
@@ -64,10 +61,6 @@ _IMMUTABLE_META = (
     "generation",
     "generateName",
 )
-
-
-class Dropped(Exception):
-    """The watch was cut by ``drop_watches`` (the HTTP layer aborts the connection)."""
 
 
 class _Retry(Exception):
@@ -122,12 +115,7 @@ class Registry:
     def kind(self, group: str, version: str, plural: str) -> kinds.Kind:
         found = self.kinds.get((group, version, plural))
         if found is None:
-            raise statuses.not_found(group, plural, "").__class__(
-                "the server could not find the requested resource",
-                status=404,
-                reason="NotFound",
-                details={"group": group, "kind": plural},
-            )
+            raise statuses.no_resource(group, plural)
         return found
 
     def _crd_changed(self, crd: Object | None, removed: Object | None = None) -> None:
@@ -447,12 +435,7 @@ class Registry:
         stored = self.store.put(kind.key, new, old=old)
         if kind.key == _CRD_KEY:
             self._crd_changed(stored)
-        meta = stored["metadata"]
-        if (
-            meta.get("deletionTimestamp")
-            and not meta.get("finalizers")
-            and not meta.get("deletionGracePeriodSeconds")
-        ):
+        if deletion.finished(stored):
             return self._out(self._remove(kind, stored, propagation=None), kind)
         return self._out(stored, kind)
 
@@ -624,7 +607,9 @@ class Registry:
             owners = copy.deepcopy(self.owners.get(old["metadata"]["uid"], {}))
             found = applying.conflicts(owners, manager, old, config, fields)
             if found and not force:
-                raise _apply_conflict(kind, name, found)
+                raise applying.conflict_error(
+                    kind.group, kind.plural, kind.api_version, name, found
+                )
             return applying.apply(owners, manager, old, config, fields, force=force), owners
 
         obj = await self._update(
@@ -658,27 +643,8 @@ class Registry:
         ns = self._namespace_of(kind, namespace)
         await self._fault("delete", kind, "", name, ns, user)
         old = self._get(kind, name, ns)
-        meta = old["metadata"]
-        for field, value in (preconditions or {}).items():
-            if value is not None and meta.get(field) != value:
-                label = "UID" if field == "uid" else "ResourceVersion"
-                raise statuses.conflict(
-                    kind.group,
-                    kind.plural,
-                    name,
-                    f"Precondition failed: {label} in precondition: {value}, "
-                    f"{label} in object meta: {meta.get(field)}",
-                )
-        grace = grace_period_seconds
-        if kind.key == ("", "pods"):
-            spec = old.get("spec") or {}
-            if grace is None:
-                grace = int(spec.get("terminationGracePeriodSeconds", 30))
-            if not spec.get("nodeName") or (old.get("status") or {}).get("phase") in (
-                "Failed",
-                "Succeeded",
-            ):
-                grace = 0
+        deletion.check_preconditions(kind, old, preconditions or {})
+        grace = deletion.effective_grace(kind, old, grace_period_seconds)
         options: Object = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}
         if grace is not None:
             options["gracePeriodSeconds"] = grace
@@ -696,30 +662,13 @@ class Registry:
         if dry_run:
             return self._out(old, kind), False
         current = self._get(kind, name, ns)
-        new = copy.deepcopy(current)
-        new_meta = new["metadata"]
-        finalizers = bool(new_meta.get("finalizers"))
-        is_pod = kind.key == ("", "pods")
-        if new_meta.get("deletionTimestamp"):
-            # already terminating: only a pod's grace period can shrink (rest/delete.go)
-            current_grace = int(new_meta.get("deletionGracePeriodSeconds") or 0)
-            if not is_pod or grace is None or grace >= current_grace:
-                return self._out(current, kind), False
-            new_meta["deletionTimestamp"] = strategy.now(grace)
-            new_meta["deletionGracePeriodSeconds"] = grace
-            if grace > 0 or finalizers:
-                return self._out(self.store.put(kind.key, new, old=current), kind), False
-        elif is_pod and grace:
-            new_meta["deletionTimestamp"] = strategy.now(grace)
-            new_meta["deletionGracePeriodSeconds"] = grace
-            new_meta["generation"] = int(new_meta.get("generation", 1)) + 1
-            return self._out(self.store.put(kind.key, new, old=current), kind), False
-        elif finalizers:
-            new_meta["deletionTimestamp"] = strategy.now()
-            new_meta["deletionGracePeriodSeconds"] = 0
-            new_meta["generation"] = int(new_meta.get("generation", 1)) + 1
-            return self._out(self.store.put(kind.key, new, old=current), kind), False
-        return self._out(self._remove(kind, current, propagation=propagation_policy), kind), True
+        decided = deletion.plan(kind, current, grace, now=strategy.now)
+        if decided.action == "keep":
+            return self._out(current, kind), False
+        if decided.action == "update":
+            return self._out(self.store.put(kind.key, decided.obj, old=current), kind), False
+        removed = self._remove(kind, current, propagation=propagation_policy)
+        return self._out(removed, kind), True
 
     def _remove(self, kind: kinds.Kind, obj: Object, *, propagation: str | None) -> Object:
         gone = self.store.remove(kind.key, obj)
@@ -732,47 +681,11 @@ class Registry:
             for k in {k.key: k for k in self.kinds.values() if k.namespaced}.values():
                 for item in self.store.items(k.key, name):
                     self.store.remove(k.key, item)
-        if propagation is None and kind.key == ("batch", "jobs"):
-            propagation = "Orphan"
-        task = asyncio.get_running_loop().create_task(
-            self._collect(uid, orphan=propagation == "Orphan")
-        )
+        orphan = deletion.propagation(kind, propagation) == "Orphan"
+        task = asyncio.get_running_loop().create_task(collector.collect(self, uid, orphan=orphan))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return gone
-
-    def _all_uids(self) -> set[str]:
-        keys = {k.key for k in self.kinds.values()}
-        return {o["metadata"]["uid"] for key in keys for o in self.store.items(key)}
-
-    async def _collect(self, owner_uid: str, *, orphan: bool) -> None:
-        """The garbage collector: delete (or orphan) the dependents of a removed owner."""
-        by_key = {k.key: k for k in self.kinds.values()}
-        for kind in by_key.values():
-            for obj in self.store.items(kind.key):
-                refs = obj["metadata"].get("ownerReferences") or []
-                if not any(r.get("uid") == owner_uid for r in refs):
-                    continue
-                name, ns = obj["metadata"]["name"], obj["metadata"].get("namespace")
-                try:
-                    if orphan or any(
-                        r.get("uid") in self._all_uids() for r in refs if r.get("uid") != owner_uid
-                    ):
-                        kept = [r for r in refs if r.get("uid") != owner_uid]
-                        await self.patch(
-                            kind,
-                            name,
-                            [{"op": "replace", "path": "/metadata/ownerReferences", "value": kept}],
-                            content_type=JSON_PATCH,
-                            namespace=ns,
-                            user=GC_USER,
-                        )
-                    else:
-                        await self.delete(
-                            kind, name, namespace=ns, user=GC_USER, propagation_policy="Background"
-                        )
-                except errors.ApiError:
-                    continue  # already gone or refused: the real collector retries; tests see it
 
     # --- watch ---------------------------------------------------------------------------------
 
@@ -788,24 +701,11 @@ class Registry:
         allow_bookmarks: bool = False,
         timeout_seconds: float | None = None,
     ) -> AsyncIterator[Object]:
-        """Watch events as dicts; a too-old resourceVersion yields one ERROR event (410).
-
-        Copies the cacher (staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go): an
-        object that stops matching the selectors arrives as DELETED, one that starts as ADDED;
-        BOOKMARKs carry only a resourceVersion; the stream ends cleanly at timeoutSeconds.
-        """
+        """Watch events as dicts; a too-old resourceVersion yields one ERROR event (410)."""
         await self._fault("watch", kind, "", "", namespace or "", user)
-        labels = selectors.parse_labels(label_selector)
-        fields = selectors.parse_fields(field_selector, key=kind.key)
-        ns = namespace if kind.namespaced and namespace else None
-
-        def matches(obj: Object | None) -> bool:
-            if obj is None:
-                return False
-            if ns is not None and obj["metadata"].get("namespace") != ns:
-                return False
-            return labels.matches(obj["metadata"].get("labels")) and fields.matches(obj)
-
+        matches = watches.matcher(
+            kind, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+        )
         since: int | None = None
         if resource_version not in (None, "", "0"):
             try:
@@ -815,114 +715,17 @@ class Registry:
         try:
             backlog, watcher = self.store.watch(kind.key, since)
         except errors.Gone as exc:
-            return self._error_stream(exc)
+            return watches.error_stream(exc)
         initial = [] if since is not None else [o for o in self.store.items(kind.key) if matches(o)]
-        timeout = self.watch_timeout if timeout_seconds is None else timeout_seconds
-        return self._stream(kind, watcher, initial, backlog, matches, allow_bookmarks, timeout)
-
-    async def _error_stream(self, exc: errors.ApiError) -> AsyncIterator[Object]:
-        yield {"type": "ERROR", "object": statuses.to_body(exc)}
-
-    async def _stream(
-        self,
-        kind: kinds.Kind,
-        watcher: store.Watcher,
-        initial: builtins.list[Object],
-        backlog: builtins.list[store.Event],
-        matches: Callable[[Object | None], bool],
-        allow_bookmarks: bool,
-        timeout_at: float,
-    ) -> AsyncIterator[Object]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_at
-        next_bookmark = loop.time() + self.bookmark_interval
-        try:
-            for obj in initial:
-                yield {"type": "ADDED", "object": self._out(obj, kind)}
-            for event in backlog:
-                watcher.queue.put_nowait(event)
-            while True:
-                now = loop.time()
-                if now >= deadline:
-                    return
-                wait = deadline - now
-                if allow_bookmarks:
-                    wait = min(wait, max(next_bookmark - now, 0))
-                try:
-                    item = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
-                except TimeoutError:
-                    if allow_bookmarks and loop.time() >= next_bookmark and watcher.queue.empty():
-                        next_bookmark = loop.time() + self.bookmark_interval
-                        yield {
-                            "type": "BOOKMARK",
-                            "object": {
-                                "kind": kind.kind,
-                                "apiVersion": kind.api_version,
-                                "metadata": {"resourceVersion": str(self.store.rv)},
-                            },
-                        }
-                    continue
-                if item is store.Watcher.DROPPED:
-                    raise Dropped
-                assert isinstance(item, store.Event)
-                kind_of_event = _translate(item, matches)
-                if kind_of_event is not None:
-                    yield {"type": kind_of_event, "object": self._out(item.obj, kind)}
-        finally:
-            self.store.watchers.discard(watcher)
-
-
-def _translate(event: store.Event, matches: Callable[[Object | None], bool]) -> str | None:
-    now_matches = matches(event.obj)
-    if event.type == "ADDED":
-        return "ADDED" if now_matches else None
-    if event.type == "DELETED":
-        return "DELETED" if now_matches else None
-    was = matches(event.old)
-    if now_matches and was:
-        return "MODIFIED"
-    if now_matches:
-        return "ADDED"
-    return "DELETED" if was else None
-
-
-def _apply_conflict(
-    kind: kinds.Kind, name: str, found: list[tuple[str, applying.Path]]
-) -> errors.ApiError:
-    def dotted(path: applying.Path) -> str:
-        out = ""
-        for element in path:
-            if element.startswith("f:"):
-                out += "." + element[2:]
-            elif element.startswith("k:"):
-                out += (
-                    "["
-                    + ",".join(f"{k}={json.dumps(v)}" for k, v in json.loads(element[2:]).items())
-                    + "]"
-                )
-            else:
-                out += "[" + element[2:] + "]"
-        return out
-
-    def who(manager: str) -> str:
-        name, _, sub = manager.partition("/")
-        text = f'conflict with "{name}"'
-        if sub:
-            text += f' with subresource "{sub}"'
-        return f"{text} using {kind.api_version}"
-
-    lines = [f"{who(manager)}: {dotted(path)}" for manager, path in found]
-    noun = "conflict" if len(found) == 1 else "conflicts"
-    message = f"Apply failed with {len(found)} {noun}: " + "\n".join(lines)
-    causes = [
-        {"type": "FieldManagerConflict", "message": who(m), "field": dotted(p)} for m, p in found
-    ]
-    return errors.from_status(
-        409,
-        statuses.status_body(
-            409,
-            "Conflict",
-            message,
-            {"name": name, "group": kind.group, "kind": kind.plural, "causes": causes},
-        ),
-    )
+        return watches.stream(
+            kind=kind,
+            source=self.store,
+            watcher=watcher,
+            initial=initial,
+            backlog=backlog,
+            matches=matches,
+            allow_bookmarks=allow_bookmarks,
+            duration=self.watch_timeout if timeout_seconds is None else timeout_seconds,
+            bookmark_interval=self.bookmark_interval,
+            out=lambda obj: self._out(obj, kind),
+        )

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from emulator.apiserver import discovery, registry, statuses, users
+from emulator.apiserver import discovery, registry, statuses, users, watches
 from kontinue.kube import errors
 
 Object = dict[str, Any]
@@ -92,13 +92,13 @@ class Routes:
             if len(parts) == 2:
                 found = discovery.group(kinds, parts[1])
                 if found is None:
-                    raise statuses.not_found("", "", "")
+                    raise statuses.no_resource(parts[1], "")
                 return _json(found)
             group, version, rest = parts[1], parts[2], parts[3:]
         if not rest:
             listing = discovery.resource_list(kinds, group, version)
             if listing is None:
-                raise statuses.not_found(group, version, "")
+                raise statuses.no_resource(group, "")
             return _json(listing)
         namespace: str | None = None
         if (
@@ -108,7 +108,7 @@ class Routes:
         ):
             namespace, rest = rest[1], rest[2:]
         if len(rest) > 3:
-            raise statuses.not_found(group, rest[0], "")
+            raise statuses.no_resource(group, rest[0])
         kind = self.registry.kind(group, version, rest[0])
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else ""
@@ -249,7 +249,7 @@ class Routes:
         try:
             async for event in stream:
                 await response.write(json.dumps(event).encode() + b"\n")
-        except registry.Dropped:
+        except watches.Dropped:
             if request.transport is not None:
                 request.transport.abort()
             return response

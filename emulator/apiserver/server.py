@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from emulator.apiserver import faults, registry, routes, tls, users
+from emulator.apiserver import faults, registry, routes, tls, users, watches
 from kontinue.kube import errors
 from kontinue.kube.resources import Resource
 
@@ -81,7 +81,9 @@ class ApiServer:
         app = routes.Routes(
             self.registry, authenticate=self._tokens.get, address=lambda: f"127.0.0.1:{self._port}"
         ).app()
-        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
+        self._runner = web.AppRunner(
+            app, handle_signals=False, shutdown_timeout=1.0, handler_cancellation=True
+        )
         await self._runner.setup()
         context = None
         if self.tls:
@@ -297,7 +299,7 @@ class Client:
                     status = event["object"]
                     raise errors.from_status(int(status.get("code") or 500), status)
                 yield event
-        except registry.Dropped as exc:
+        except watches.Dropped as exc:
             raise errors.ServerError("watch dropped by the emulator") from exc
         finally:
             await stream.aclose()  # type: ignore[attr-defined]

@@ -136,3 +136,13 @@ def invalid_patch(message: str) -> errors.ApiError:
     return _error(
         422, "Invalid", f"the server rejected our request due to an error in our request: {message}"
     )
+
+
+def no_resource(group: str, plural: str) -> errors.ApiError:
+    """404 for a URL naming no served resource (a CRD not installed, a typo)."""
+    return _error(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+        {"group": group, "kind": plural} if group else {"kind": plural},
+    )
