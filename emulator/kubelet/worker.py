@@ -84,8 +84,22 @@ class PodWorker:
     # --- inputs ------------------------------------------------------------------------------
 
     def update(self, pod: Mapping[str, Any]) -> None:
-        """A newer API view of the pod (a deletion, a finalizer change, a status write)."""
+        """A newer API view of the pod (a deletion, a finalizer change, someone's condition).
+
+        Like the kubelet's status manager, the worker keeps its own last write for what it owns
+        and takes from the API only metadata, spec and the conditions it does not own (e.g. a
+        scheduler's or Volcano's ``DisruptionTarget``), so a late watch event of an older write
+        never rolls its view back.
+        """
+        ours = self.written[-1] if self.written else None
         self.pod = dict(pod)
+        if ours is not None:
+            api_conditions = (pod.get("status") or {}).get("conditions") or []
+            foreign = [c for c in api_conditions if c["type"] not in status.KUBELET_CONDITIONS]
+            owned = [
+                c for c in ours.get("conditions") or [] if c["type"] in status.KUBELET_CONDITIONS
+            ]
+            self.pod["status"] = {**ours, "conditions": foreign + owned}
         if (pod.get("metadata") or {}).get("deletionTimestamp") is not None:
             self._deleted.set()
 

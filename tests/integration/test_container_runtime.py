@@ -181,6 +181,42 @@ async def test_status_sequence_matches_the_real_kubelet(
     assert outcome.phase == expected[-1]["phase"]
 
 
+async def test_preemption_condition_written_by_others_is_kept_first(
+    tmp_path: Path, rt: runtime.Runtime
+) -> None:
+    """kube-scheduler preemption: DisruptionTarget, then DELETE; the kubelet keeps the condition."""
+    pod = _bound_pod("03-sigterm-saved")
+    pod_worker = _worker(pod, rt, tmp_path)
+    task = asyncio.create_task(pod_worker.run())
+    await _until(lambda: "main" in pod_worker.containers, "main to start")
+    await _wait_for_log(pod_worker.containers["main"], "START")
+    disruption = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "lastProbeTime": None,
+        "lastTransitionTime": "2026-12-02T11:23:08Z",
+        "reason": "PreemptionByScheduler",
+        "message": "default-scheduler: preempting to accommodate a higher priority pod",
+    }
+    stale = copy.deepcopy(pod_worker.pod)
+    stale["status"] = {**pod["status"], "conditions": [disruption]}  # an old watch event
+    pod_worker.update(stale)
+    deleted = _deletion("03-sigterm-saved")
+    deleted["status"] = stale["status"]
+    pod_worker.update(deleted)
+    outcome = await asyncio.wait_for(task, timeout=60)
+    assert outcome == worker.Outcome(phase="Failed", final_delete=True)
+    final = pod_worker.written[-1]
+    assert [c["type"] for c in final["conditions"]] == [
+        "DisruptionTarget",
+        *status.KUBELET_CONDITIONS,
+    ]
+    assert final["conditions"][0] == disruption
+    assert final["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 143
+    # The stale event never rolled the kubelet's own view back to Pending.
+    assert [s["phase"] for s in pod_worker.written[-3:]] == ["Running", "Running", "Failed"]
+
+
 async def test_sigkill_at_grace_end_gives_137_without_message(
     tmp_path: Path, rt: runtime.Runtime
 ) -> None:
