@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from emulator.kubelet import launch, runtime, worker
+from kontinue import checkpoint_format as kontinue_checkpoint
 from kontinue import keys
 from reference_workload import checkpoint_format, trainer
 
@@ -310,3 +311,26 @@ async def test_trainer_pod_saving_slower_than_grace_is_killed_137_and_torn(tmp_p
             checkpoint_format.verify(torn)
     finally:
         await rt.close()
+
+
+def test_kontinue_generic_check_accepts_trainer_checkpoints_and_refuses_torn_ones(
+    tmp_path: Path,
+) -> None:
+    """The restore init-container's check (kontinue.checkpoint_format) agrees with the trainer's."""
+    good = tmp_path / "good"
+    written = checkpoint_format.write(
+        good, step=7, files=[(trainer.STATE_FILE, b"\x01" * 1000), (trainer.TRAINER_FILE, b"{}")]
+    )
+    assert kontinue_checkpoint.verify(good).total_bytes == written.total_bytes == 1002
+    (good / trainer.STATE_FILE).write_bytes(b"\x02" * 1000)  # same size, other content
+    with pytest.raises(kontinue_checkpoint.Problem):
+        kontinue_checkpoint.verify(good)
+    with pytest.raises(checkpoint_format.CheckpointError, match="sha256"):
+        checkpoint_format.verify(good)
+
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / trainer.STATE_FILE).write_bytes(b"\x01" * 10)  # data written, manifest never came
+    with pytest.raises(kontinue_checkpoint.Problem) as caught:
+        kontinue_checkpoint.verify(torn)
+    assert caught.value.cause is kontinue_checkpoint.Cause.TORN
