@@ -491,3 +491,43 @@ async def test_dry_run_reaches_the_webhook_and_stores_nothing(
         assert want["dryRun"] is True
     with pytest.raises(errors.NotFound):
         await kube.get(resources.PODS, "dry-run-pod", namespace="default")
+
+
+async def test_the_kubelets_final_delete_review_matches_the_recorded_one(
+    apiserver: server.ApiServer, kube: api.Api, webhook: Webhook
+) -> None:
+    await kube.create(
+        resources.MUTATING_WEBHOOKS,
+        mutating("capture", {"url": webhook.url, "caBundle": webhook.ca_bundle}),
+    )
+    body = pod("finalizer-pod", node="fake-gpu-node-1", finalizers=["kontinue.dev/checkpoint"])
+    created = await kube.create(resources.PODS, body)
+    await kube.delete(resources.PODS, "finalizer-pod", namespace="default", grace_period_seconds=60)
+    kubelet = apiserver.client("system:node:fake-gpu-node-1")
+    uid = created["metadata"]["uid"]
+    await kubelet.delete(
+        resources.PODS,
+        "finalizer-pod",
+        namespace="default",
+        grace_period_seconds=0,
+        preconditions={"uid": uid},
+    )
+    sent = webhook.reviews[-1]["request"]
+    want = recorded("39-finalizer-delete-pod-by-kubelet.json")["request"]
+    assert list(sent) == list(want)
+    assert sent["operation"] == want["operation"] == "DELETE"
+    assert sent["object"] is None
+    assert want["object"] is None
+    assert sent["userInfo"]["groups"] == want["userInfo"]["groups"]
+    recorded_uid = want["options"]["preconditions"]["uid"]
+    assert sent["options"] == {**want["options"], "preconditions": {"uid": uid}}
+    assert recorded_uid == want["oldObject"]["metadata"]["uid"]
+    old_meta = sent["oldObject"]["metadata"]
+    assert old_meta["deletionGracePeriodSeconds"] == 60  # as recorded: before it drops to 0
+    assert (
+        old_meta["deletionGracePeriodSeconds"]
+        == want["oldObject"]["metadata"]["deletionGracePeriodSeconds"]
+    )
+    # the finalizer holds the pod, now with grace 0, as on the real server
+    held = await kube.get(resources.PODS, "finalizer-pod", namespace="default")
+    assert held["metadata"]["deletionGracePeriodSeconds"] == 0

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from emulator.apiserver import server
+from emulator.apiserver import deletion, kinds, server
 from kontinue.kube import api, errors, resources
 from tests.integration.emulator.conftest import eventually, pod
 
@@ -169,3 +169,64 @@ async def test_deleting_a_job_without_a_policy_orphans_its_pods(kube: api.Api) -
 
     await eventually(orphaned)
     assert await exists(kube, resources.PODS, "j-2")
+
+
+async def test_delete_collection_with_a_label_selector(kube: api.Api) -> None:
+    await kube.create(
+        resources.SECRETS, {"metadata": {"name": "a", "namespace": "default", "labels": {"x": "1"}}}
+    )
+    await kube.create(resources.SECRETS, {"metadata": {"name": "b", "namespace": "default"}})
+    await kube.api_client.call_api(
+        "/api/v1/namespaces/default/secrets",
+        "DELETE",
+        query_params=[("labelSelector", "x=1")],
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+    )
+    listed = await kube.list(resources.SECRETS, namespace="default")
+    assert [s["metadata"]["name"] for s in listed["items"]] == ["b"]
+
+
+def _stamp(seconds: float) -> str:
+    return f"now+{int(seconds)}"
+
+
+POD = kinds.BUILTINS[0]
+SECRET = next(k for k in kinds.BUILTINS if k.plural == "secrets")
+
+
+@pytest.mark.parametrize(
+    ("kind", "meta", "grace", "action", "dgps"),
+    [
+        (POD, {}, 30, "update", 30),
+        (POD, {}, 0, "remove", None),
+        (POD, {"finalizers": ["f"]}, 0, "update", 0),
+        (POD, {"deletionTimestamp": "t", "deletionGracePeriodSeconds": 30}, 60, "keep", 30),
+        (POD, {"deletionTimestamp": "t", "deletionGracePeriodSeconds": 30}, 10, "update", 10),
+        (POD, {"deletionTimestamp": "t", "deletionGracePeriodSeconds": 30}, 0, "remove", None),
+        (SECRET, {}, None, "remove", None),
+        (SECRET, {"finalizers": ["f"]}, None, "update", 0),
+        (SECRET, {"finalizers": ["f"], "deletionTimestamp": "t"}, None, "keep", None),
+    ],
+)
+def test_deletion_plan(
+    kind: kinds.Kind, meta: dict[str, Any], grace: int | None, action: str, dgps: int | None
+) -> None:
+    current = {"metadata": {"name": "x", "generation": 1, **meta}}
+    decided = deletion.plan(kind, current, grace, now=_stamp)
+    assert decided.action == action
+    if action == "update":
+        assert decided.obj["metadata"]["deletionGracePeriodSeconds"] == dgps
+        assert (
+            current["metadata"].get("deletionGracePeriodSeconds") != dgps or meta
+        )  # copy, not edit
+
+
+def test_effective_grace() -> None:
+    bound = {"spec": {"nodeName": "n", "terminationGracePeriodSeconds": 120}, "status": {}}
+    assert deletion.effective_grace(POD, bound, None) == 120
+    assert deletion.effective_grace(POD, bound, 5) == 5
+    assert deletion.effective_grace(POD, {"spec": {}}, 5) == 0
+    assert deletion.effective_grace(POD, {**bound, "status": {"phase": "Failed"}}, None) == 0
+    assert deletion.effective_grace(SECRET, {}, None) is None

@@ -11,7 +11,7 @@ from kubernetes_asyncio import watch as k8s_watch
 
 from emulator.apiserver import server
 from kontinue.kube import api, errors, resources
-from tests.integration.emulator.conftest import pod
+from tests.integration.emulator.conftest import eventually, pod
 
 
 async def collect(
@@ -204,3 +204,22 @@ async def test_field_selector_on_watch(kube: api.Api) -> None:
         ("ADDED", "b"),
         ("MODIFIED", "b"),
     ]
+
+
+async def test_a_watch_closed_by_the_client_is_released(
+    apiserver: server.ApiServer, kube: api.Api
+) -> None:
+    created = await kube.create(resources.PODS, pod("a"))
+    stream = kube.watch(
+        resources.PODS, namespace="default", resource_version=created["metadata"]["resourceVersion"]
+    )
+    async for event in stream:
+        assert event["type"] == "BOOKMARK"
+        break
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert apiserver.registry.store.watchers  # the server notices only when the socket closes
+
+    async def released() -> bool:
+        return not apiserver.registry.store.watchers
+
+    await eventually(released)
