@@ -160,6 +160,7 @@ class WatchCache(Generic[M]):
         self._rng = rng or random.Random()
 
         self._store: dict[Key, caching.Entry[M]] = {}
+        self._sorted: list[M] | None = None  # items() in key order, until the store changes
         self._invalid: dict[Key, str] = {}  # key -> resourceVersion already reported invalid
         self._subscribers: list[Callback[M]] = []
         self._resource_version = ""
@@ -209,8 +210,10 @@ class WatchCache(Generic[M]):
         return entry.obj if entry is not None else None
 
     def items(self) -> list[M]:
-        """Every cached object, ordered by (namespace, name)."""
-        return [self._store[key].obj for key in sorted(self._store)]
+        """Every cached object, ordered by (namespace, name); a new list the caller may keep."""
+        if self._sorted is None:
+            self._sorted = [self._store[key].obj for key in sorted(self._store)]
+        return list(self._sorted)
 
     def subscribe(self, callback: Callback[M]) -> Callable[[], None]:
         """Call ``callback(event)`` after each change; returns a function that unsubscribes.
@@ -415,6 +418,7 @@ class WatchCache(Generic[M]):
             held=self._store, listed=listed, invalid=invalid, resync=reason == "resync"
         )
         self._store = store
+        self._sorted = None
         self._resource_version = version
         if self._resync_seconds is not None:
             self._next_resync = asyncio.get_running_loop().time() + self._resync_seconds
@@ -518,8 +522,10 @@ class WatchCache(Generic[M]):
             return
         if event.type == "DELETED":
             del self._store[key]
+            self._sorted = None
         elif incoming is not None:
             self._store[key] = incoming
+            self._sorted = None
         self._emit([event])
 
     # -- boundary ------------------------------------------------------------------------------
