@@ -53,12 +53,15 @@ class Attributes:
     user: users.User
     dry_run: bool
     options: Object
+    # the object's (group, version, kind) when it is not the resource's kind (pods/eviction)
+    object_kind: tuple[str, str, str] | None = None
 
 
 def review_request(attrs: Attributes) -> Object:
     """The ``request`` of an AdmissionReview v1, keys in kube-apiserver's order."""
     k = attrs.kind
-    gvk = {"group": k.group, "version": k.version, "kind": k.kind}
+    group, version, kind = attrs.object_kind or (k.group, k.version, k.kind)
+    gvk = {"group": group, "version": version, "kind": kind}
     gvr = {"group": k.group, "version": k.version, "resource": k.plural}
     request: Object = {"uid": str(uuid.uuid4()), "kind": gvk, "resource": gvr}
     if attrs.subresource:

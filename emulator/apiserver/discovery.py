@@ -83,6 +83,18 @@ def resource_list(all_kinds: Iterable[kinds.Kind], group_name: str, version: str
         if kind.short_names:
             entry["shortNames"] = list(kind.short_names)
         resources.append(entry)
+        if kind.key == ("", "pods"):
+            resources.append(
+                {
+                    "name": "pods/eviction",
+                    "singularName": "",
+                    "namespaced": True,
+                    "group": "policy",
+                    "version": "v1",
+                    "kind": "Eviction",
+                    "verbs": ["create"],
+                }
+            )
         if kind.status:
             resources.append(
                 {

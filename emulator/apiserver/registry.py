@@ -661,14 +661,85 @@ class Registry:
         await self.admission.validate(attrs)
         if dry_run:
             return self._out(old, kind), False
-        current = self._get(kind, name, ns)
+        return self._delete_now(kind, self._get(kind, name, ns), grace, propagation_policy)
+
+    def _delete_now(
+        self, kind: kinds.Kind, current: Object, grace: int | None, propagation: str | None
+    ) -> tuple[Object, bool]:
         decided = deletion.plan(kind, current, grace, now=strategy.now)
         if decided.action == "keep":
             return self._out(current, kind), False
         if decided.action == "update":
             return self._out(self.store.put(kind.key, decided.obj, old=current), kind), False
-        removed = self._remove(kind, current, propagation=propagation_policy)
+        removed = self._remove(kind, current, propagation=propagation)
         return self._out(removed, kind), True
+
+    async def evict(
+        self,
+        kind: kinds.Kind,
+        name: str,
+        body: Any,
+        *,
+        namespace: str | None,
+        user: users.User,
+        dry_run: bool = False,
+    ) -> Object:
+        """POST pods/{name}/eviction (pkg/registry/core/pod/storage/eviction.go), without PDBs.
+
+        Webhooks see one CREATE of ``pods/eviction`` whose object is the policy/v1 Eviction;
+        the DisruptionTarget condition and the graceful deletion that follow are internal
+        writes no webhook sees, as recorded on a real v1.36 apiserver.
+        """
+        ns = self._namespace_of(kind, namespace)
+        await self._fault("create", kind, "eviction", name, ns, user)
+        if kind.key != ("", "pods"):
+            raise statuses.no_resource(kind.group, f"{kind.plural}/eviction")
+        if not isinstance(body, dict) or body.get("kind", "Eviction") != "Eviction":
+            raise statuses.bad_request("the body of an eviction must be a policy/v1 Eviction")
+        pod = self._get(kind, name, ns)
+        eviction = copy.deepcopy(body)
+        eviction.update({"kind": "Eviction", "apiVersion": "policy/v1"})
+        eviction_meta = _meta(eviction)
+        if eviction_meta.setdefault("name", name) != name:
+            raise statuses.bad_request(
+                f"name in URL does not match name in Eviction object: {eviction_meta['name']}"
+            )
+        eviction_meta["namespace"] = ns
+        eviction.setdefault("deleteOptions", {})
+        options: Object = {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+        if dry_run:
+            options["dryRun"] = ["All"]
+        attrs = admission.Attributes(
+            kind,
+            "eviction",
+            "CREATE",
+            name,
+            ns,
+            eviction,
+            None,
+            user,
+            dry_run,
+            options,
+            object_kind=("policy", "v1", "Eviction"),
+        )
+        await self.admission.mutate(attrs)
+        await self.admission.validate(attrs)
+        success = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+        if dry_run:
+            return success
+        delete_options = eviction["deleteOptions"] or {}
+        deletion.check_preconditions(kind, pod, delete_options.get("preconditions") or {})
+        if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            pod = self.store.put(kind.key, strategy.disruption_target(pod), old=pod)
+        grace = deletion.effective_grace(kind, pod, delete_options.get("gracePeriodSeconds"))
+        self._delete_now(kind, pod, grace, delete_options.get("propagationPolicy"))
+        return success
 
     def _remove(self, kind: kinds.Kind, obj: Object, *, propagation: str | None) -> Object:
         gone = self.store.remove(kind.key, obj)

@@ -169,6 +169,16 @@ class Routes:
             raise statuses.not_acceptable(
                 f"the server does not allow this method on the requested resource: {method}"
             )
+        if method == "POST" and sub == "eviction":
+            evicted = await reg.evict(
+                kind,
+                name,
+                await self._body(request),
+                namespace=namespace,
+                user=user,
+                dry_run=dry_run,
+            )
+            return _json(evicted, status=201)
         if method == "GET":
             return _json(await reg.get(kind, name, namespace=namespace, user=user, subresource=sub))
         if method == "PUT":

@@ -270,6 +270,23 @@ class Client:
         )
         return obj
 
+    async def evict(
+        self,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> Object:
+        """POST the pod's ``eviction`` subresource (what ``kubectl drain`` does)."""
+        options: Object = {}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "deleteOptions": options}
+        return await self.registry.evict(
+            self._kind(resource), name, body, namespace=namespace, user=self.user
+        )
+
     async def watch(
         self,
         resource: Resource,

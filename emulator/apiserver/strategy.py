@@ -208,3 +208,25 @@ def spec_changed(new: Object, old: Object) -> bool:
     strip_new = {k: v for k, v in new.items() if k not in _NOT_SPEC}
     strip_old = {k: v for k, v in old.items() if k not in _NOT_SPEC}
     return strip_new != strip_old
+
+
+def disruption_target(pod: Object) -> Object:
+    """The pod with ``DisruptionTarget=True`` (reason EvictionByEvictionAPI) the eviction adds."""
+    result = copy.deepcopy(pod)
+    conditions = [
+        c
+        for c in (result.setdefault("status", {}).get("conditions") or [])
+        if c.get("type") != "DisruptionTarget"
+    ]
+    conditions.append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "lastProbeTime": None,
+            "lastTransitionTime": now(),
+            "reason": "EvictionByEvictionAPI",
+            "message": "Eviction API: evicting",
+        }
+    )
+    result["status"]["conditions"] = conditions
+    return result

@@ -531,3 +531,54 @@ async def test_the_kubelets_final_delete_review_matches_the_recorded_one(
     # the finalizer holds the pod, now with grace 0, as on the real server
     held = await kube.get(resources.PODS, "finalizer-pod", namespace="default")
     assert held["metadata"]["deletionGracePeriodSeconds"] == 0
+
+
+async def test_eviction_reaches_webhooks_only_as_a_create_of_pods_eviction(
+    kube: api.Api, webhook: Webhook
+) -> None:
+    rules = [
+        *RECORDED_RULES,
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["pods/eviction"],
+            "scope": "Namespaced",
+        },
+    ]
+    await kube.create(
+        resources.MUTATING_WEBHOOKS,
+        mutating("capture", {"url": webhook.url, "caBundle": webhook.ca_bundle}, rules=rules),
+    )
+    body = pod("low-job-8gr99")
+    body["spec"]["terminationGracePeriodSeconds"] = 120
+    await kube.create(resources.PODS, body)
+    answer = await kube.api_client.call_api(
+        "/api/v1/namespaces/default/pods/low-job-8gr99/eviction",
+        "POST",
+        header_params={"Content-Type": "application/json", "Accept": "application/json"},
+        body={
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": "low-job-8gr99", "namespace": "default"},
+            "deleteOptions": {},
+        },
+        response_types_map={201: "object"},
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+    )
+    assert answer["status"] == "Success"
+
+    assert [r["request"]["operation"] for r in webhook.reviews] == ["CREATE", "CREATE"]
+    sent = webhook.reviews[1]
+    want = recorded("31-eviction-create-pod-eviction-by-admin.json")
+    for review in (sent, want):
+        review["request"]["object"]["metadata"].pop("managedFields", None)
+    assert (
+        _differences(_normalize(sent, recorded_side=False), _normalize(want, recorded_side=False))
+        == []
+    )
+    evicted = await kube.get(resources.PODS, "low-job-8gr99", namespace="default")
+    assert evicted["metadata"]["deletionGracePeriodSeconds"] == 120
+    (target,) = [c for c in evicted["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    assert (target["status"], target["reason"]) == ("True", "EvictionByEvictionAPI")

@@ -134,3 +134,16 @@ async def test_priority_class_admission(apiserver: server.ApiServer) -> None:
     created = await kube.create(resources.PODS, body)
     assert created["spec"]["priority"] == 1000000
     assert created["spec"]["preemptionPolicy"] == "Never"
+
+
+async def test_eviction_through_the_in_process_client(apiserver: server.ApiServer) -> None:
+    kube = apiserver.client()
+    await kube.create(resources.PODS, pod("a"))
+    await kube.evict(resources.PODS, "a", namespace="default", grace_period_seconds=5)
+    evicted = await kube.get(resources.PODS, "a", namespace="default")
+    assert evicted["metadata"]["deletionGracePeriodSeconds"] == 5
+    assert [c["type"] for c in evicted["status"]["conditions"]] == ["DisruptionTarget"]
+    await kube.create(resources.PODS, pod("unbound", node=None))
+    await kube.evict(resources.PODS, "unbound", namespace="default")
+    with pytest.raises(errors.NotFound):
+        await kube.get(resources.PODS, "unbound", namespace="default")
