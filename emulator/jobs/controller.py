@@ -1,0 +1,197 @@
+"""The emulated batch/v1 Job controller: watches Jobs and pods, syncs one Job at a time.
+
+Acts as ``system:serviceaccount:kube-system:job-controller`` (kube-controller-manager with
+``--use-service-account-credentials``, as in tests/fixtures/admission 03, 06, 07, 30) and makes the
+requests the real controller makes (kubernetes/kubernetes v1.36
+``pkg/controller/job/job_controller.go``):
+
+- pod CREATE with ``generateName`` from the template (``manageJob`` ->
+  ``podControl.CreatePodsWithGenerateName``; recording 03);
+- tracking-finalizer removal as a strategic-merge patch
+  ``{"metadata": {"$deleteFromPrimitiveList/finalizers": [...]}}``
+  (``removeTrackingFinalizerPatch``; it arrives as a pod UPDATE, recordings 06 and 30);
+- pod DELETE without options, so the pod's own ``terminationGracePeriodSeconds`` applies
+  (``podControl.DeletePod``; recording 07 shows the resolved grace 120);
+- ``jobs/status`` writes (``updateJobStatus``).
+
+Level-triggered: every Job or pod event enqueues the Job's key; a :class:`emulator.workqueue.
+WorkQueue` serializes syncs per key (``processNextWorkItem``); the decision is
+:mod:`emulator.jobs.planning` (pure). A pod that still carries the tracking finalizer but whose
+Job is gone loses the finalizer (``syncOrphanPod``). The controller's own writes are put into its
+caches at once (``informer.Informer.observe``), which is what client-go's expectations achieve:
+a sync never acts twice on a state the watch has not delivered yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from emulator import informer, workqueue
+from emulator.apiserver import server, strategy
+from emulator.jobs import accounting, planning
+from kontinue import keys
+from kontinue.kube import api as kube_api
+from kontinue.kube import errors, resources
+
+log = logging.getLogger("emulator.jobs")
+
+Object = dict[str, Any]
+Key = tuple[str, str, str]  # ("job" | "orphan", namespace, name)
+
+REMOVE_TRACKING_FINALIZER = {
+    "metadata": {"$deleteFromPrimitiveList/finalizers": [keys.JOB_TRACKING_FINALIZER]}
+}
+
+
+class JobController:
+    """Run with ``await start()`` / ``await stop()``; ``syncs`` counts completed Job syncs."""
+
+    def __init__(
+        self, api: server.ApiServer, *, user: str = planning.JOB_CONTROLLER_USER, workers: int = 4
+    ) -> None:
+        self.client = api.client(user)
+        self.jobs = informer.Informer(self.client, resources.JOBS, on_change=self._job_changed)
+        self.pods = informer.Informer(self.client, resources.PODS, on_change=self._pod_changed)
+        self.queue: workqueue.WorkQueue[Key] = workqueue.WorkQueue(
+            self._sync, workers=workers, name="job-controller"
+        )
+        self.syncs = 0
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        self._tasks = await informer.start([self.jobs, self.pods])
+        self.queue.start()
+        for job in self.jobs.items():
+            self._job_changed("ADDED", job)
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+        await informer.stop(self._tasks)
+
+    # --- events -> keys ----------------------------------------------------------------------
+
+    def _job_changed(self, _kind: str, job: Object) -> None:
+        meta = job["metadata"]
+        self.queue.add(("job", meta["namespace"], meta["name"]))
+
+    def _pod_changed(self, _kind: str, pod: Object) -> None:
+        meta = pod["metadata"]
+        owner = planning.owner_job(pod)
+        if owner is None:
+            return
+        job = self.jobs.get(owner[0], meta["namespace"])
+        if job is not None and job["metadata"]["uid"] == owner[1]:
+            self.queue.add(("job", meta["namespace"], owner[0]))
+        elif keys.JOB_TRACKING_FINALIZER in (meta.get("finalizers") or []):
+            self.queue.add(("orphan", meta["namespace"], meta["name"]))
+
+    # --- syncing -----------------------------------------------------------------------------
+
+    async def _sync(self, key: Key) -> None:
+        what, namespace, name = key
+        if what == "orphan":
+            await self._sync_orphan(namespace, name)
+        else:
+            await self._sync_job(namespace, name)
+            self.syncs += 1
+
+    def _owned(self, job: Object) -> list[Object]:
+        uid = job["metadata"]["uid"]
+        namespace = job["metadata"]["namespace"]
+        return [
+            p
+            for p in self.pods.items()
+            if p["metadata"].get("namespace") == namespace
+            and (planning.owner_job(p) or ("", ""))[1] == uid
+        ]
+
+    async def _sync_orphan(self, namespace: str, name: str) -> None:
+        """``syncOrphanPod``: a Job pod whose Job is gone keeps no tracking finalizer."""
+        pod = self.pods.get(name, namespace)
+        owner = planning.owner_job(pod) if pod else None
+        if pod is None or owner is None:
+            return
+        try:
+            job = await self.client.get(resources.JOBS, owner[0], namespace=namespace)
+            if job["metadata"]["uid"] == owner[1]:
+                return  # the Job exists after all: its own sync handles the pod
+        except errors.NotFound:
+            pass
+        await self._remove_finalizer(pod)
+
+    async def _remove_finalizer(self, pod: Object) -> None:
+        meta = pod["metadata"]
+        if keys.JOB_TRACKING_FINALIZER not in (meta.get("finalizers") or []):
+            return
+        try:
+            updated = await self.client.patch(
+                resources.PODS,
+                meta["name"],
+                REMOVE_TRACKING_FINALIZER,
+                content_type=kube_api.STRATEGIC_MERGE_PATCH,
+                namespace=meta["namespace"],
+            )
+        except errors.NotFound:
+            return
+        self.pods.observe(updated)
+
+    async def _delete(self, pod: Object) -> None:
+        meta = pod["metadata"]
+        try:
+            deleted = await self.client.delete(
+                resources.PODS, meta["name"], namespace=meta["namespace"]
+            )
+        except errors.NotFound:
+            return
+        self.pods.observe(deleted)
+
+    async def _sync_job(self, namespace: str, name: str) -> None:
+        job = self.jobs.get(name, namespace)
+        if job is None:
+            return
+        pods = self._owned(job)
+        if planning.is_finished(job):
+            for pod in pods:  # leftover finalizers of a finished Job (trackJob... finishing)
+                await self._remove_finalizer(pod)
+            return
+        try:
+            decision = planning.decide(job, pods)
+        except accounting.InvalidJob as error:
+            log.warning("job %s/%s cannot be synced: %s", namespace, name, error)
+            return
+        by_name = {p["metadata"]["name"]: p for p in pods}
+        for pod_name in decision.remove_finalizers:
+            await self._remove_finalizer(by_name[pod_name])
+        for pod_name in decision.suspend:  # deleteJobPods: finalizer first, then DELETE
+            await self._remove_finalizer(by_name[pod_name])
+            await self._delete(by_name[pod_name])
+        for pod_name in decision.delete:
+            await self._delete(by_name[pod_name])
+        for index in decision.create:
+            body = planning.pod_from_template(job, index=index)
+            created = await self.client.create(resources.PODS, body, namespace=namespace)
+            self.pods.observe(created)
+        status = planning.next_status(job, self._owned(job), decision, now=strategy.now())
+        await self._write_status(job, status)
+
+    async def _write_status(self, job: Object, status: Object) -> None:
+        old = job.get("status") or {}
+        if status == old:
+            return
+        patch: Object = {k: None for k in old if k not in status}
+        patch.update(status)
+        meta = job["metadata"]
+        try:
+            updated = await self.client.patch(
+                resources.JOBS,
+                meta["name"],
+                {"status": patch},
+                content_type=kube_api.MERGE_PATCH,
+                namespace=meta["namespace"],
+                subresource="status",
+            )
+        except errors.NotFound:
+            return
+        self.jobs.observe(updated)
