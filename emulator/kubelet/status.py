@@ -298,6 +298,25 @@ def _finish_condition(
     return out
 
 
+UNKNOWN_REASON = "ContainerStatusUnknown"  # kubecontainer.ContainerReasonStatusUnknown
+UNKNOWN_MESSAGE = "The container could not be located when the pod was terminated"
+
+
+def _mark_unknown(statuses: list[dict[str, Any]], init_statuses: list[dict[str, Any]]) -> None:
+    """A container last seen running that is gone when the pod is terminated: unknown, 137.
+
+    ``convertToAPIContainerStatuses`` ("container ran and failed" is not "container never ran"):
+    exit code 137, reason ``ContainerStatusUnknown``. A container that never started keeps its
+    waiting state (``PodInitializing``, ``CreateContainerConfigError``).
+    """
+    unknown = {"exitCode": 137, "reason": UNKNOWN_REASON, "message": UNKNOWN_MESSAGE}
+    for item in [*statuses, *init_statuses]:
+        if _state_of(item) == "running":
+            item["state"] = {"terminated": dict(unknown)}
+            item["ready"] = False
+            item["started"] = False
+
+
 def pod_status(pod: Mapping[str, Any], view: PodView, *, now: datetime.datetime) -> dict[str, Any]:
     """The whole ``status`` the kubelet writes for ``pod`` (whose ``status`` is the API's view)."""
     spec = pod.get("spec") or {}
@@ -317,6 +336,8 @@ def pod_status(pod: Mapping[str, Any], view: PodView, *, now: datetime.datetime)
         )
         for c in regular
     ]
+    if view.pod_is_terminal and not view.could_have_running_containers:
+        _mark_unknown(statuses, init_statuses)
     by_name = {s["name"]: s for s in [*init_statuses, *statuses]}
     has_initialized = any(_state_of(s) != "waiting" for s in statuses)
     phase = get_phase(
@@ -325,6 +346,11 @@ def pod_status(pod: Mapping[str, Any], view: PodView, *, now: datetime.datetime)
     old_phase = old.get("phase")
     if phase not in TERMINAL_PHASES and old_phase in TERMINAL_PHASES:
         phase = old_phase
+    stopped = view.pod_is_terminal and not view.could_have_running_containers
+    if stopped and phase not in TERMINAL_PHASES:
+        # A pod whose worker has stopped everything is terminal: a pod deleted before its
+        # containers ran (still Pending) ends Failed, not Pending (KEP-3329, kubelet_pods.go).
+        phase = "Failed"
     generated = [
         {"type": "PodReadyToStartContainers", "status": "True" if view.sandbox_ready else "False"},
         _initialized(spec, by_name, phase),

@@ -402,3 +402,49 @@ def test_status_functions_are_pure_and_match_a_recorded_write() -> None:
     )
     previous = {**recorded, "status": events[4]["object"]["status"]}
     assert normalize(status.pod_status(previous, view, now=t)) == normalize(recorded["status"])
+
+
+async def test_failed_init_container_fails_the_pod_and_main_never_starts(
+    tmp_path: Path, rt: runtime.Runtime
+) -> None:
+    pod = _simple_pod(tmp_path, {"name": "main", "image": "x", "command": ["sleep", "60"]})
+    pod["spec"]["initContainers"] = [
+        {"name": "init", "image": "x", "command": ["python3", "-c", "raise SystemExit(4)"]}
+    ]
+    pod_worker = _worker(pod, rt, tmp_path)
+    outcome = await asyncio.wait_for(pod_worker.run(), timeout=20)
+    assert outcome == worker.Outcome(phase="Failed", final_delete=False)
+    assert "main" not in pod_worker.containers
+    final = pod_worker.written[-1]
+    init_state = final["initContainerStatuses"][0]["state"]["terminated"]
+    assert (init_state["exitCode"], init_state["reason"]) == (4, "Error")
+    assert final["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    initialized = next(c for c in final["conditions"] if c["type"] == "Initialized")
+    assert initialized["status"] == "False"
+    assert initialized["message"] == "containers with incomplete status: [init]"
+
+
+async def test_config_error_waits_and_a_deleted_pending_pod_ends_failed(
+    tmp_path: Path, rt: runtime.Runtime
+) -> None:
+    container = {
+        "name": "main",
+        "image": "x",
+        "command": ["sleep", "60"],
+        "env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+    }
+    pod = _simple_pod(tmp_path, container)
+    pod_worker = _worker(pod, rt, tmp_path)
+    task = asyncio.create_task(pod_worker.run())
+    await _until(lambda: len(pod_worker.written) >= 3, "the config error to be written")
+    waiting = pod_worker.written[-1]["containerStatuses"][0]["state"]["waiting"]
+    assert waiting["reason"] == "CreateContainerConfigError"
+    assert "spec.containers[0].env[0].valueFrom" in waiting["message"]
+    assert pod_worker.written[-1]["phase"] == "Pending"
+    deleted = copy.deepcopy(pod_worker.pod)
+    deleted["metadata"].update(generation=2, deletionTimestamp="2026-12-02T12:00:00Z")
+    pod_worker.update(deleted)
+    outcome = await asyncio.wait_for(task, timeout=20)
+    assert outcome == worker.Outcome(phase="Failed", final_delete=True)
+    final = pod_worker.written[-1]["containerStatuses"][0]["state"]
+    assert final["waiting"]["reason"] == "CreateContainerConfigError"  # it never ran
