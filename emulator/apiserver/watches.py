@@ -84,14 +84,10 @@ async def stream(
         for event in backlog:
             watcher.queue.put_nowait(event)
         while (now := loop.time()) < deadline:
-            wait = deadline - now
-            if allow_bookmarks:
-                wait = min(wait, max(next_bookmark - now, 0))
-            try:
-                item = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
-            except TimeoutError:
-                if allow_bookmarks and loop.time() >= next_bookmark and watcher.queue.empty():
-                    next_bookmark = loop.time() + bookmark_interval
+            if watcher.queue.empty():
+                if allow_bookmarks and now >= next_bookmark:
+                    # idle and due: everything up to source.rv has been delivered
+                    next_bookmark = now + bookmark_interval
                     yield {
                         "type": "BOOKMARK",
                         "object": {
@@ -100,7 +96,17 @@ async def stream(
                             "metadata": {"resourceVersion": str(source.rv)},
                         },
                     }
-                continue
+                    continue
+                wait = deadline - now
+                if allow_bookmarks:
+                    wait = min(wait, next_bookmark - now)
+                try:
+                    item = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
+                except TimeoutError:
+                    continue
+            else:
+                # never wait_for(..., 0) on a non-empty queue: it times out without reading
+                item = watcher.queue.get_nowait()
             if item is store.Watcher.DROPPED:
                 raise Dropped
             assert isinstance(item, store.Event)

@@ -223,3 +223,35 @@ async def test_a_watch_closed_by_the_client_is_released(
         return not apiserver.registry.store.watchers
 
     await eventually(released)
+
+
+async def test_a_due_bookmark_never_stalls_queued_events(kube: api.Api) -> None:
+    """Regression: with a bookmark due and events queued, every event still arrives."""
+    async with server.ApiServer(bookmark_interval=0.001) as busy:
+        admin = busy.client()
+        start = await admin.create(resources.PODS, pod("a"))
+        for i in range(30):
+            await admin.patch(
+                resources.PODS,
+                "a",
+                {"metadata": {"labels": {"i": str(i)}}},
+                content_type=api.MERGE_PATCH,
+                namespace="default",
+            )
+        seen = 0
+
+        async def run() -> None:
+            nonlocal seen
+            async for event in admin.watch(
+                resources.PODS,
+                namespace="default",
+                resource_version=start["metadata"]["resourceVersion"],
+            ):
+                if event["type"] == "MODIFIED":
+                    seen += 1
+                    await asyncio.sleep(0.002)  # let bookmarks fall due between events
+                    if seen == 30:
+                        return
+
+        await asyncio.wait_for(run(), timeout=10)
+        assert seen == 30
