@@ -8,7 +8,6 @@ app runs in production, in tests over real HTTPS, and in the benchmark.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -80,7 +79,7 @@ async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Resp
         if path != "/mutate":
             raise web.HTTPInternalServerError(text="internal error in a validation rule") from None
         verdict = review.allow(warnings=["kontinue: internal error; admitted without changes"])
-    answer = review.response(admission_request.uid, verdict)
+    answer = review.encode(admission_request.uid, verdict)
     if LATENCY in app:
         app[LATENCY].record(
             (time.perf_counter() - started) * 1000,
@@ -98,7 +97,7 @@ async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Resp
             verdict.code,
             verdict.message,
         )
-    return web.Response(body=json.dumps(answer).encode(), content_type="application/json")
+    return web.Response(body=answer, content_type="application/json")
 
 
 async def mutate(request: web.Request) -> web.Response:

@@ -304,7 +304,6 @@ def plumb_pod(
     else:
         ops += [{"op": "add", "path": "/spec/volumes/-", "value": v} for v in missing]
 
-    env_prefix = _env(checkpoint_dir=checkpoint_dir, restore=restore is not None)
     for i, container in enumerate(spec.get("containers") or []):
         user_env = container.get("env")
         kept = [e for e in user_env or [] if e.get("name") not in RESERVED_ENV]
@@ -318,7 +317,7 @@ def plumb_pod(
             {
                 "op": "add" if user_env is None else "replace",
                 "path": f"/spec/containers/{i}/env",
-                "value": copy.deepcopy(env_prefix) + kept,
+                "value": _env(checkpoint_dir=checkpoint_dir, restore=restore is not None) + kept,
             }
         )
         mounts = container.get("volumeMounts")
