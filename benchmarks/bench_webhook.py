@@ -362,9 +362,11 @@ async def run(args: argparse.Namespace) -> None:
     )
     for kind in ("bare", "webhook"):
         r = results[kind]
+        server_us = r["cpu"] / r["n"] * 1e6
+        client_us = r["client_cpu"] / r["n"] * 1e6
         print(
             f"  {kind:8s} {r['rps']:8.0f} req/s  ({r['n']} requests; CPU per request: "
-            f"server {r['cpu'] / r['n'] * 1e6:.0f} us, client {r['client_cpu'] / r['n'] * 1e6:.0f} us)"
+            f"server {server_us:.0f} us, client {client_us:.0f} us)"
         )
     ratio = results["webhook"]["rps"] / results["bare"]["rps"]
     print(f"  webhook / bare = {ratio:.0%}   (target >= 60%)")
