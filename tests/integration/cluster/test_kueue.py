@@ -1,0 +1,483 @@
+"""Emulated Kueue on the API emulator, with the test acting as the job controller the way
+Kueue's own envtest suites do (test/integration/singlecluster/controller/jobs/job): it sets
+``status.active``/``startTime`` by hand. The full cluster run is in test_kueue_cluster.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from emulator.apiserver import server
+from emulator.kueue import controller, workloads
+from kontinue.kube import resources
+from tests import fixtures
+
+Obj = dict[str, Any]
+NS = "default"
+MERGE = "application/merge-patch+json"
+APPLY = "application/apply-patch+yaml"
+ACC = "example.com/restore-check"
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], *, within: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not await check():
+        if loop.time() > deadline:
+            pytest.fail(f"condition not met within {within}s")
+        await asyncio.sleep(0.02)
+
+
+def find_cond(obj: Obj, type_: str) -> Obj | None:
+    return next(
+        (c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), None
+    )
+
+
+def cond(obj: Obj, type_: str) -> Obj:
+    found = find_cond(obj, type_)
+    assert found is not None, f"no {type_} condition"
+    return found
+
+
+def cond_is(obj: Obj, type_: str, status: str, reason: str | None = None) -> bool:
+    found = find_cond(obj, type_)
+    return (
+        found is not None
+        and found["status"] == status
+        and (reason is None or found["reason"] == reason)
+    )
+
+
+class Env:
+    def __init__(self, api: server.ApiServer) -> None:
+        self.api = api
+        self.admin = api.client("admin")
+
+    async def setup_queues(self, *, gpus: int = 4, checks: list[str] | None = None) -> None:
+        for name, value in (("low", 100), ("high", 1000)):
+            await self.admin.create(
+                resources.PRIORITY_CLASSES,
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": name},
+                    "value": value,
+                },
+            )
+        await self.admin.create(
+            resources.RESOURCE_FLAVORS,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": "h100"},
+                "spec": {"nodeLabels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+            },
+        )
+        spec: Obj = {
+            "namespaceSelector": {},
+            "preemption": {"withinClusterQueue": "LowerPriority"},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "h100",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": 32},
+                                {"name": "memory", "nominalQuota": "128Gi"},
+                                {"name": "nvidia.com/gpu", "nominalQuota": gpus},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        }
+        if checks:
+            spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
+            for check in checks:
+                created = await self.admin.create(
+                    resources.ADMISSION_CHECKS,
+                    {
+                        "apiVersion": "kueue.x-k8s.io/v1beta2",
+                        "kind": "AdmissionCheck",
+                        "metadata": {"name": check},
+                        "spec": {"controllerName": ACC},
+                    },
+                )
+                created["status"] = {
+                    "conditions": [
+                        {
+                            "type": "Active",
+                            "status": "True",
+                            "reason": "Active",
+                            "message": "",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z",
+                            "observedGeneration": 1,
+                        }
+                    ]
+                }
+                await self.admin.replace(resources.ADMISSION_CHECKS, created, subresource="status")
+        await self.admin.create(
+            resources.CLUSTER_QUEUES,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": "gpu-cq"},
+                "spec": spec,
+            },
+        )
+        await self.admin.create(
+            resources.LOCAL_QUEUES,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "team", "namespace": NS},
+                "spec": {"clusterQueue": "gpu-cq"},
+            },
+        )
+
+    async def job(self, name: str, *, gpus: int, priority: str = "low") -> Obj:
+        job: Obj = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": name,
+                "namespace": NS,
+                "labels": {"kueue.x-k8s.io/queue-name": "team"},
+            },
+            "spec": {
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "priorityClassName": priority,
+                        "containers": [
+                            {
+                                "name": "train",
+                                "image": "registry.example/train:v1",
+                                "resources": {
+                                    "requests": {"cpu": "1", "memory": "1Gi"},
+                                    "limits": {"nvidia.com/gpu": str(gpus)},
+                                },
+                            }
+                        ],
+                    },
+                }
+            },
+        }
+        created: Obj = await self.admin.create(resources.JOBS, job)
+        return created
+
+    async def get_job(self, name: str) -> Obj:
+        found: Obj = await self.admin.get(resources.JOBS, name, namespace=NS)
+        return found
+
+    async def workload(self, job: Obj) -> Obj:
+        name = workloads.name_for(job["metadata"]["name"], job["metadata"]["uid"])
+        found: Obj = await self.admin.get(resources.WORKLOADS, name, namespace=NS)
+        return found
+
+    async def set_job_status(self, name: str, status: Obj) -> None:
+        await self.admin.patch(
+            resources.JOBS,
+            name,
+            {"status": status},
+            content_type=MERGE,
+            namespace=NS,
+            subresource="status",
+        )
+
+    async def events_for(self, name: str) -> list[Obj]:
+        items = (await self.admin.list(resources.EVENTS, namespace=NS))["items"]
+        mine = [e for e in items if e["involvedObject"]["name"] == name]
+        return sorted(mine, key=lambda e: e["eventTime"])
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[Env]:
+    async with server.ApiServer(bookmark_interval=0.2) as api:
+        controller.install_crds(api, fixtures.UPSTREAM / "kueue" / "crds")
+        controller.install_crds(api, fixtures.FIXTURES / "kueue-emulation")
+        async with controller.Kueue(api, stop_wait=0.3):
+            yield Env(api)
+
+
+async def test_job_is_created_suspended_and_admitted_within_quota(env: Env) -> None:
+    await env.setup_queues()
+    job = await env.job("small", gpus=2)
+    assert job["spec"]["suspend"] is True  # mjob.kb.io defaulting, before any pod exists
+
+    async def admitted() -> bool:
+        return (await env.get_job("small"))["spec"]["suspend"] is False
+
+    await eventually(admitted)
+    wl = await env.workload(job)
+    assert wl["metadata"]["name"].startswith("job-small-")
+    assert len(wl["metadata"]["name"]) == len("job-small-") + 5
+    assert wl["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": "small",
+            "uid": job["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    assert wl["metadata"]["labels"] == {"kueue.x-k8s.io/job-uid": job["metadata"]["uid"]}
+    assert wl["spec"]["queueName"] == "team"
+    assert wl["spec"]["priority"] == 100
+    assert wl["spec"]["priorityClassRef"] == {
+        "group": "scheduling.k8s.io",
+        "kind": "PriorityClass",
+        "name": "low",
+    }
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("main", 1)]
+    assert cond_is(wl, "QuotaReserved", "True", "QuotaReserved")
+    assert cond(wl, "QuotaReserved")["message"] == "Quota reserved in ClusterQueue gpu-cq"
+    assert cond_is(wl, "Admitted", "True", "Admitted")
+    assignment = wl["status"]["admission"]["podSetAssignments"][0]
+    assert wl["status"]["admission"]["clusterQueue"] == "gpu-cq"
+    assert assignment["flavors"] == {"cpu": "h100", "memory": "h100", "nvidia.com/gpu": "h100"}
+    assert assignment["resourceUsage"] == {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"}
+    template = (await env.get_job("small"))["spec"]["template"]
+    stamped = {k: v for k, v in template["metadata"]["labels"].items() if "kueue" in k}
+    assert stamped == {
+        "kueue.x-k8s.io/podset": "main",
+        "kueue.x-k8s.io/local-queue-name": "team",
+        "kueue.x-k8s.io/cluster-queue-name": "gpu-cq",
+    }
+    assert template["metadata"]["labels"]["app"] == "small"
+    assert template["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/workload": wl["metadata"]["name"]
+    }
+    assert template["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    reasons = [e["reason"] for e in await env.events_for("small")]
+    assert reasons == ["CreatedWorkload", "Started"]
+
+
+async def test_a_job_over_quota_waits_unsuspended_never(env: Env) -> None:
+    await env.setup_queues(gpus=4)
+    job = await env.job("big", gpus=8)
+
+    async def waiting() -> bool:
+        with contextlib.suppress(Exception):
+            return cond_is(await env.workload(job), "QuotaReserved", "False", "WaitingForQuota")
+        return False
+
+    await eventually(waiting)
+    wl = await env.workload(job)
+    assert (
+        "insufficient quota for nvidia.com/gpu in flavor h100"
+        in cond(wl, "QuotaReserved")["message"]
+    )
+    assert (await env.get_job("big"))["spec"]["suspend"] is True
+
+
+class Recorder:
+    """Every watch event of Workloads and Jobs, merged in resourceVersion (= write) order."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.events: list[tuple[int, str, Obj]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        for resource in (resources.WORKLOADS, resources.JOBS):
+            rv = (await self.env.admin.list(resource, namespace=NS))["metadata"]["resourceVersion"]
+            self._tasks.append(asyncio.create_task(self._watch(resource, rv)))
+
+    async def _watch(self, resource: resources.Resource, rv: str) -> None:
+        async for event in self.env.admin.watch(resource, namespace=NS, resource_version=rv):
+            if event["type"] in ("ADDED", "MODIFIED"):
+                obj = event["object"]
+                self.events.append((int(obj["metadata"]["resourceVersion"]), obj["kind"], obj))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def of(self, kind: str, name: str) -> list[tuple[int, Obj]]:
+        return sorted(
+            (rv, o) for rv, k, o in self.events if k == kind and o["metadata"]["name"] == name
+        )
+
+
+async def fake_job_controller(env: Env, name: str) -> None:
+    """What the kube job controller does to a Job Kueue suspends (k8s pkg/controller/job):
+    the pods get deleted, so ``active`` drops to 0, and ``startTime`` is cleared."""
+    rv = (await env.admin.list(resources.JOBS, namespace=NS))["metadata"]["resourceVersion"]
+    async for event in env.admin.watch(resources.JOBS, namespace=NS, resource_version=rv):
+        job = event["object"]
+        if job["metadata"]["name"] != name or not job["spec"].get("suspend"):
+            continue
+        if (job.get("status") or {}).get("startTime"):
+            await env.set_job_status(name, {"startTime": None, "active": 0})
+
+
+def summary(wl: Obj) -> tuple[Any, ...]:
+    def c(t: str) -> tuple[str, str] | None:
+        found = find_cond(wl, t)
+        return (found["status"], found["reason"]) if found else None
+
+    return (
+        c("Preempted"),
+        c("Evicted"),
+        c("QuotaReserved"),
+        c("Admitted"),
+        c("Requeued"),
+        "admission" in (wl.get("status") or {}),
+    )
+
+
+async def test_preemption_release_and_readmission_follow_the_upstream_order(env: Env) -> None:
+    await env.setup_queues(gpus=4)
+    low = await env.job("low", gpus=4, priority="low")
+
+    async def running(name: str) -> bool:
+        return (await env.get_job(name))["spec"]["suspend"] is False
+
+    await eventually(lambda: running("low"))
+    await env.set_job_status("low", {"active": 1, "startTime": "2026-01-01T00:00:00Z"})
+    low_wl = await env.workload(low)
+    recorder = Recorder(env)
+    await recorder.start()
+    reacting = asyncio.create_task(fake_job_controller(env, "low"))
+    try:
+        high = await env.job("high", gpus=4, priority="high")
+        await eventually(lambda: running("high"))
+        high_wl = await env.workload(high)
+        # the preemptor finishes, the victim is readmitted
+        await env.set_job_status(
+            "high",
+            {
+                "conditions": [
+                    {
+                        "type": "Complete",
+                        "status": "True",
+                        "reason": "CompletionsReached",
+                        "message": "Reached expected number of succeeded pods",
+                        "lastTransitionTime": "2026-01-01T00:00:01Z",
+                        "lastProbeTime": "2026-01-01T00:00:01Z",
+                    }
+                ],
+                "succeeded": 1,
+                "completionTime": "2026-01-01T00:00:01Z",
+                "startTime": "2026-01-01T00:00:00Z",
+            },
+        )
+        await eventually(lambda: running("low"))
+    finally:
+        reacting.cancel()
+        await recorder.stop()
+
+    message = (
+        f"Preempted to accommodate a workload (UID: {high_wl['metadata']['uid']}, "
+        f"JobUID: {high['metadata']['uid']}) due to prioritization in the ClusterQueue; "
+        "preemptor path: /gpu-cq; preemptee path: /gpu-cq"
+    )
+    victim = low_wl["metadata"]["name"]
+    states = [(rv, summary(o)) for rv, o in recorder.of("Workload", victim)]
+    distinct = [s for i, (_, s) in enumerate(states) if i == 0 or s != states[i - 1][1]]
+    T, F = "True", "False"
+    assert distinct == [
+        # A: one status apply, admission untouched
+        (
+            (T, "InClusterQueue"),
+            (T, "Preempted"),
+            (T, "QuotaReserved"),
+            (T, "Admitted"),
+            None,
+            True,
+        ),
+        # D: quota released once active == 0, in one apply
+        (
+            (T, "InClusterQueue"),
+            (T, "Preempted"),
+            (F, "PendingEvaluation"),
+            (F, "NoReservation"),
+            (T, "Preempted"),
+            False,
+        ),
+        # the preemptor holds the quota now
+        (
+            (T, "InClusterQueue"),
+            (T, "Preempted"),
+            (F, "WaitingForQuota"),
+            (F, "NoReservation"),
+            (T, "Preempted"),
+            False,
+        ),
+        # readmission flips Evicted/Preempted, Requeued stays True
+        (
+            (F, "QuotaReserved"),
+            (F, "QuotaReserved"),
+            (T, "QuotaReserved"),
+            (T, "Admitted"),
+            (T, "Preempted"),
+            True,
+        ),
+    ]
+    by_rv = dict(recorder.of("Workload", victim))
+    evicted_rv = next(rv for rv, s in states if s[1] == (T, "Preempted"))
+    evicted = by_rv[evicted_rv]
+    for type_ in ("Evicted", "Preempted"):
+        assert cond(evicted, type_)["message"] == message
+    assert evicted["status"]["schedulingStats"]["evictions"] == [
+        {"reason": "Preempted", "underlyingCause": "", "count": 1}
+    ]
+    released_rv = next(rv for rv, s in states if s[2] == (F, "PendingEvaluation"))
+    assert cond(by_rv[released_rv], "Requeued")["message"] == message
+    assert cond(by_rv[released_rv], "QuotaReserved")["message"] == message
+    readmitted = recorder.of("Workload", victim)[-1][1]
+    for type_ in ("Evicted", "Preempted"):
+        assert cond(readmitted, type_)["message"] == f"Previously: {message}"
+
+    # B and C on the Job, between A and D
+    jobs = recorder.of("Job", "low")
+    suspend_rv = next(rv for rv, j in jobs if j["spec"].get("suspend"))
+    inactive_rv = next(
+        rv
+        for rv, j in jobs
+        if j["spec"].get("suspend") and not (j.get("status") or {}).get("active")
+    )
+    assert evicted_rv < suspend_rv < inactive_rv < released_rv
+    first_suspend = dict(jobs)[suspend_rv]
+    assert first_suspend["metadata"]["annotations"]["kueue.x-k8s.io/stopping"] == "true"
+    # the restore dropped Kueue's stamps and the stopping annotation before readmission
+    stopped = [j for rv, j in jobs if released_rv > rv > inactive_rv]
+    assert stopped
+    assert "kueue.x-k8s.io/stopping" not in (stopped[-1]["metadata"].get("annotations") or {})
+    assert "kueue.x-k8s.io/podset" not in stopped[-1]["spec"]["template"]["metadata"]["labels"]
+    assert "nodeSelector" not in stopped[-1]["spec"]["template"]["spec"]
+
+    assert [e["reason"] for e in await env.events_for(victim)] == [
+        "QuotaReserved",
+        "Admitted",
+        "EvictedDueToPreempted",
+        "Preempted",
+        "QuotaReserved",
+        "Admitted",
+    ]
+    preempted_event = [e for e in await env.events_for(victim) if e["reason"] == "Preempted"][0]
+    assert preempted_event["message"] == (
+        f"{message}; preemptor effective priority: 1000 (base: 1000, boost: 0); "
+        "preemptee effective priority: 100 (base: 100, boost: 0)"
+    )
+    # the status patch clearing startTime lost to the job controller's update: Stop ran twice
+    assert [e["reason"] for e in await env.events_for("low")] == [
+        "CreatedWorkload",
+        "Started",
+        "Stopped",
+        "Stopped",
+        "Started",
+    ]
+    assert "PreemptedWorkload" in [
+        e["reason"] for e in await env.events_for(high_wl["metadata"]["name"])
+    ]
