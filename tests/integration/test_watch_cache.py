@@ -72,6 +72,8 @@ class FakeApiServer:
         self.list_status: int | None = None
         self.watch_status: int | None = None
         self.list_replies: list[web.Response] = []  # answered (once each) before anything else
+        self.watch_replies: list[web.Response] = []
+        self.always_gone = False  # every watch, whatever its version, gets 410
         self.requests: list[tuple[str, dict[str, str]]] = []
         self._wake = asyncio.Event()
         self._generation = 0
@@ -182,13 +184,15 @@ class FakeApiServer:
         )
 
     async def _watch(self, request: web.Request, query: dict[str, str]) -> web.StreamResponse:
+        if self.watch_replies:
+            return self.watch_replies.pop(0)
         if self.watch_status is not None:
             status = self.watch_status
             return web.json_response(_status(status, "Scripted"), status=status)
         sent = int(query.get("resourceVersion") or self.rv)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
-        if sent < self.oldest:
+        if sent < self.oldest or self.always_gone:
             error = {"type": "ERROR", "object": _status(410, "Expired")}
             await response.write(json.dumps(error).encode() + b"\n")
             return response
@@ -635,3 +639,36 @@ async def test_an_unexpected_response_is_logged_with_a_traceback_and_retried(
     (failure,) = [r for r in caplog.records if "list failed, retrying" in r.getMessage()]
     assert failure.levelno == logging.ERROR
     assert failure.exc_info is not None  # the traceback is in the log
+
+
+async def test_a_410_right_after_a_fresh_list_backs_off_instead_of_spinning(
+    fake: tuple[FakeApiServer, api.Api], running: Callable[[Cache], Recorded]
+) -> None:
+    server, kube = fake
+    server.put("a")
+    server.always_gone = True
+    slow = watching.Backoff(initial=30.0, cap=30.0, jitter=0.0)
+    rec = running(_cache(kube, backoff=slow))
+    await rec.cache.wait_synced(timeout=10)
+    await until(lambda: len(server.lists()) == 2)  # the first 410 re-lists at once
+    await until(lambda: len(server.watches()) == 2)
+    await asyncio.sleep(0.5)  # the second 410 in a row waits out the backoff
+    assert (len(server.lists()), len(server.watches())) == (2, 2)
+    assert [(e.type, e.obj.name) for e in rec.events] == [("ADDED", "a")]
+
+
+async def test_too_many_requests_waits_at_least_retry_after(
+    fake: tuple[FakeApiServer, api.Api], running: Callable[[Cache], Recorded]
+) -> None:
+    server, kube = fake
+    server.put("a")
+    server.watch_replies.append(
+        web.json_response(
+            _status(429, "TooManyRequests"), status=429, headers={"Retry-After": "30"}
+        )
+    )
+    rec = running(_cache(kube))  # FAST backoff: without Retry-After it would retry in <50ms
+    await rec.cache.wait_synced(timeout=10)
+    await until(lambda: len(server.watches()) == 1)
+    await asyncio.sleep(0.5)
+    assert len(server.watches()) == 1
