@@ -13,10 +13,12 @@ client-go's reflector (``staging/src/k8s.io/client-go/tools/cache/reflector.go``
 * **410 Gone** (the version left the server's history) re-lists and reconciles: objects that
   vanished meanwhile are ``DELETED``, changed ones ``MODIFIED``, new ones ``ADDED``; an object
   whose resourceVersion did not change gets no event.
-* Errors (5xx, 429, a dropped connection, a garbled line, a request that hangs past
-  ``request_timeout_seconds``) back off exponentially with a cap and jitter (:class:`Backoff`).
+* Errors (5xx, 429 — at least its Retry-After —, a dropped connection, a garbled line, a
+  request that hangs past ``request_timeout_seconds``, even an unexpected exception, which is
+  logged with its traceback) back off exponentially with a cap and jitter (:class:`Backoff`).
   A watch that ends within a second without a single event counts as a failure too (the
-  reflector's "very short watch"), so a server that closes every stream cannot make us spin.
+  reflector's "very short watch"), and so does a second 410 in a row, so a server that closes
+  or expires every stream cannot make us spin.
 * Every ``resync_seconds`` the cache re-lists even when nothing failed: this repairs drift
   (an event a buggy server never sent) and re-delivers each unchanged object as ``SYNC`` so
   level-triggered handlers re-check it.
@@ -29,6 +31,7 @@ is logged and does not stop the cache.
 
 Limits: one cache watches one resource with one selector; it does not share informers between
 callers, does not use ``sendInitialEvents`` streaming lists, and keeps whole objects in memory.
+A subscriber added after the first list gets no ``ADDED`` for what is already cached.
 """
 
 from __future__ import annotations
