@@ -146,9 +146,8 @@ async def _emulated(*, bookmark_interval: float) -> AsyncIterator[Emulated]:
 async def emulated(request: pytest.FixtureRequest) -> AsyncIterator[Emulated]:
     """Bookmarks every minute, as upstream, unless the test asks (indirect param) for sooner.
 
-    NB: the emulator's watch stream (emulator/apiserver/watches.py, as of 599089b) can stall
-    when a bookmark falls due while events are queued, so only the bookmark test asks for
-    frequent ones.
+    Only the bookmark test wants them often: elsewhere they would only add noise to the
+    streams whose events the tests count.
     """
     interval = float(getattr(request, "param", 60.0))
     async with _emulated(bookmark_interval=interval) as env:
