@@ -118,3 +118,11 @@ ENV_RESTORE_SOURCE: Final = "KONTINUE_RESTORE_SOURCE"
 ENV_RESTORE_CHECKPOINT: Final = "KONTINUE_RESTORE_CHECKPOINT"
 ENV_WAIT_CHECKPOINT: Final = "KONTINUE_WAIT_CHECKPOINT"
 ENV_WAIT_SECONDS: Final = "KONTINUE_WAIT_SECONDS"
+
+# --- the queue bridge's mark on a pod whose failed restore it counted (queue_bridge/reconciling):
+# the value is the Checkpoint named by kontinue.dev/restore-from, so each failure counts once ---
+RESTORE_FAILURE_COUNTED_ANNOTATION: Final = "kontinue.dev/restore-failure-counted"
+
+# --- Event reasons the queue bridge adds (queue_bridge/controller.py) ----------------------------
+EVENT_CHECKPOINT_EXPIRED: Final = "CheckpointExpired"
+EVENT_RESTORE_FAILED: Final = "RestoreFailed"

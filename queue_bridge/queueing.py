@@ -67,10 +67,18 @@ class WorkQueue(Generic[K]):
         self._has_work.set()
 
     def add_after(self, key: K, delay: float) -> None:
-        """Queue ``key`` after ``delay`` seconds (an earlier pending delay for it is kept)."""
-        if key in self._delayed:
-            return
+        """Queue ``key`` after ``delay`` seconds; of two pending delays the sooner one wins.
+
+        As client-go's delaying queue: a far deadline already scheduled must not postpone a
+        retry after a failure (which would lose the key until that deadline).
+        """
         loop = asyncio.get_running_loop()
+        pending = self._delayed.get(key)
+        if pending is not None:
+            if pending.when() <= loop.time() + delay:
+                return
+            pending.cancel()
+            del self._delayed[key]
         self._idle.clear()
 
         def fire() -> None:

@@ -1,0 +1,112 @@
+"""The bridge's writes: every call that changes the cluster, each idempotent.
+
+Decisions come from :mod:`queue_bridge.reconciling` and :mod:`queue_bridge.admission_check`;
+this module only turns them into requests with the right verb and Content-Type:
+
+- Checkpoint create: ``AlreadyExists`` is success (another sighting, replica or restart made it).
+- Checkpoint status: a JSON merge patch on the ``status`` subresource carrying the
+  ``resourceVersion`` we decided from, so a decision made on a stale copy fails with
+  ``Conflict`` (retried from fresh state) instead of overwriting newer results.
+- Pod finalizer: a JSON patch that *tests* the finalizer at its index before removing it, so a
+  concurrent change to the list can never make us remove someone else's finalizer.
+- Workload ``status.admissionChecks`` and AdmissionCheck ``status``: server-side apply as our
+  own field manager, forced (what Kueue's controllers do).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kontinue import keys
+from kontinue.kube import api as kube_api
+from kontinue.kube import errors, resources
+from kontinue.models import base, checkpoint, core
+
+log = logging.getLogger("kontinue.bridge")
+
+
+async def create_checkpoint(kube: kube_api.Api, cp: checkpoint.Checkpoint) -> bool:
+    """Create ``cp``; ``False`` when it already existed (not an error)."""
+    try:
+        await kube.create(resources.CHECKPOINTS, base.to_dict(cp))
+    except errors.Conflict as exc:
+        if exc.already_exists:
+            return False
+        raise
+    return True
+
+
+async def write_status(
+    kube: kube_api.Api, cp: checkpoint.Checkpoint, status: checkpoint.CheckpointStatus
+) -> dict[str, Any]:
+    """Merge-patch ``status`` (whole lists replace: members are always written complete)."""
+    patch: dict[str, Any] = {"status": base.to_dict(status)}
+    if cp.metadata.resource_version:
+        patch["metadata"] = {"resourceVersion": cp.metadata.resource_version}
+    return await kube.merge_patch(
+        resources.CHECKPOINTS,
+        cp.name,
+        patch,
+        namespace=cp.metadata.namespace,
+        subresource="status",
+    )
+
+
+async def remove_finalizer(kube: kube_api.Api, pod: core.Pod) -> bool:
+    """Remove ``kontinue.dev/checkpoint`` from ``pod``; ``False`` if it or the pod is gone."""
+    finalizers = pod.metadata.finalizers or []
+    if keys.CHECKPOINT_FINALIZER not in finalizers:
+        return False
+    index = finalizers.index(keys.CHECKPOINT_FINALIZER)
+    path = f"/metadata/finalizers/{index}"
+    operations: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/uid", "value": pod.metadata.uid},
+        {"op": "test", "path": path, "value": keys.CHECKPOINT_FINALIZER},
+        {"op": "remove", "path": path},
+    ]
+    try:
+        await kube.json_patch(resources.PODS, pod.name, operations, namespace=pod.namespace)
+    except errors.NotFound:
+        return False
+    except errors.Invalid as exc:
+        # A failed test (the list changed since our cache saw it): re-read and decide again.
+        raise errors.Conflict(f"finalizers of {pod.namespace}/{pod.name} changed: {exc}") from exc
+    return True
+
+
+async def mark_restore_counted(kube: kube_api.Api, pod: core.Pod, checkpoint_name: str) -> None:
+    """Annotate ``pod`` so its failed restore of ``checkpoint_name`` is counted only once."""
+    await kube.merge_patch(
+        resources.PODS,
+        pod.name,
+        {
+            "metadata": {
+                "resourceVersion": pod.metadata.resource_version,
+                "annotations": {keys.RESTORE_FAILURE_COUNTED_ANNOTATION: checkpoint_name},
+            }
+        },
+        namespace=pod.namespace,
+    )
+
+
+async def count_failed_restore(
+    kube: kube_api.Api, *, namespace: str, name: str, reason: str
+) -> int | None:
+    """Increment ``status.failedRestores`` of the Checkpoint (read fresh, written with its
+    resourceVersion); the new count, or ``None`` when the Checkpoint is gone."""
+    try:
+        raw = await kube.get(resources.CHECKPOINTS, name, namespace=namespace)
+    except errors.NotFound:
+        return None
+    cp = checkpoint.load(raw)
+    count = cp.status.failed_restores + 1
+    status = cp.status.model_copy(update={"failed_restores": count})
+    log.info("failed restore counted checkpoint=%s/%s count=%d %s", namespace, name, count, reason)
+    await write_status(kube, cp, status)
+    return count
+
+
+async def apply_status(kube: kube_api.Api, resource: resources.Resource, body: Any) -> None:
+    """Server-side apply on ``<resource>/status`` as the client's field manager, forced."""
+    await kube.apply(resource, body, subresource="status", force=True)

@@ -1,0 +1,47 @@
+"""``/healthz`` and ``/readyz`` for the kubelet's probes (port ``health`` in manifests/bridge).
+
+- ``/healthz``: 200 while the process's essential tasks run (the watch caches and the leader
+  election loop); 500 names the dead one, so the kubelet restarts a bridge that can no longer
+  work instead of leaving a silent replica.
+- ``/readyz``: 200 once every cache has synced and the replica is either leading or a warm
+  standby; 503 before that and while shutting down. The body says which role it has, so
+  ``kubectl exec … wget -qO- :8081/readyz`` tells leader from standby.
+
+Both are cheap, read only memory, and never call the API server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from aiohttp import web
+
+
+@dataclasses.dataclass
+class Health:
+    synced: Callable[[], bool]
+    leading: Callable[[], bool]
+    dead: Callable[[], list[str]] = lambda: []
+    """Names of essential tasks that stopped (empty while healthy)."""
+    stopping: bool = False
+
+
+def create_app(health: Health) -> web.Application:
+    async def healthz(_: web.Request) -> web.Response:
+        dead = health.dead()
+        if dead:
+            return web.Response(status=500, text="dead: " + ", ".join(dead) + "\n")
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if health.stopping:
+            return web.Response(status=503, text="stopping\n")
+        if not health.synced():
+            return web.Response(status=503, text="caches not synced\n")
+        return web.Response(text="ok: " + ("leader" if health.leading() else "standby") + "\n")
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app

@@ -1,0 +1,492 @@
+"""Pure reconcile decisions of the Kueue path: typed objects in, a decision out, no I/O.
+
+:mod:`queue_bridge.controller` reads its caches, calls these, and hands the answers to
+:mod:`queue_bridge.acting`. Every decision is a function of cluster state alone (plus ``now``),
+so a restarted or newly elected bridge reaches the same answers (level-triggered).
+
+What is decided here:
+
+- **opt-in** of a Workload: its ClusterQueue (``status.admission.clusterQueue``, else the
+  LocalQueue's ``spec.clusterQueue`` from ``spec.queueName`` — admission is cleared when an
+  eviction completes) carries ``kontinue.dev/enabled: "true"``; the policy is the one its
+  ``kontinue.dev/policy`` label names (missing -> not opted in, as the webhook does), else
+  ``default`` if defined, else the built-in default.
+- **members** of a new Checkpoint: the pods of the Workload's lineage (by the webhook's
+  ``kontinue.dev/lineage`` annotation, which also covers JobSet lineages) that are still running
+  — or already ended but were deleted and are held by our finalizer (the bridge was slow; their
+  final status is exactly what we must record) — and are not members of another Checkpoint.
+- **deadlines** on a Checkpoint: a member still Terminating ``margin`` after its grace period
+  ended, or never told to stop ``pending_timeout`` after the eviction, is failed with the reason.
+- **the finalizer** ``kontinue.dev/checkpoint`` of one pod: removed once its result is recorded
+  (or it is no member of anything and ended), held while an eviction may still claim it, and
+  removed at the latest ``2 x margin`` after its grace period ended, whatever else failed.
+- **failed restores**: the ``kontinue-restore`` init container exited 3/4/5 (missing, torn or
+  unreadable checkpoint; see :mod:`queue_bridge.restore`).
+- **Job safety**: an opted-in Job without ``podReplacementPolicy: Failed`` and the
+  ``DisruptionTarget`` Ignore rule (shared/reference/job-accounting.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable, Collection, Iterable
+
+from kontinue import keys, lineage
+from kontinue.models import base, checkpoint, core, kueue
+from kontinue.models import policy as policy_model
+from queue_bridge import lifecycle, naming
+from queue_bridge import restore as restore_entrypoint
+from queue_bridge.sources import kueue as kueue_source
+
+TERMINAL_POD_PHASES = ("Succeeded", "Failed")
+RESTORE_FAILURE_EXITS = frozenset(restore_entrypoint.EXIT_CODES.values())
+_TERMINAL_MEMBER = (checkpoint.MemberState.SAVED, checkpoint.MemberState.FAILED)
+
+
+# --- opt-in ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class OptIn:
+    """Whether a Workload's queue opted in; ``policy`` is set exactly when it did."""
+
+    opted_in: bool
+    reason: str
+    cluster_queue: str = ""
+    policy: policy_model.CheckpointPolicy | None = None
+
+
+def cluster_queue_name(
+    workload: kueue.Workload, *, local_queue: Callable[[str, str], kueue.LocalQueue | None]
+) -> str | None:
+    """The Workload's ClusterQueue: from its admission, else through its LocalQueue."""
+    if workload.status is not None and workload.status.admission is not None:
+        return workload.status.admission.cluster_queue
+    if not workload.spec.queue_name:
+        return None
+    queue = local_queue(workload.namespace, workload.spec.queue_name)
+    return queue.spec.cluster_queue if queue is not None else None
+
+
+def policy_named(
+    name: str | None, *, policy: Callable[[str], policy_model.CheckpointPolicy | None]
+) -> policy_model.CheckpointPolicy | None:
+    """The policy a queue label (or a Checkpoint's ``spec.policyName``) names.
+
+    No name: ``default`` if defined, else the built-in default. A name that is not defined:
+    the built-in default only if it is ``default``, else ``None`` (the caller says why).
+    """
+    if not name:
+        return policy(keys.DEFAULT_POLICY_NAME) or policy_model.DEFAULT
+    found = policy(name)
+    if found is None and name == keys.DEFAULT_POLICY_NAME:
+        return policy_model.DEFAULT
+    return found
+
+
+def opt_in(
+    workload: kueue.Workload,
+    *,
+    cluster_queue: Callable[[str], kueue.ClusterQueue | None],
+    local_queue: Callable[[str, str], kueue.LocalQueue | None],
+    policy: Callable[[str], policy_model.CheckpointPolicy | None],
+) -> OptIn:
+    name = cluster_queue_name(workload, local_queue=local_queue)
+    if name is None:
+        return OptIn(False, f"Workload {workload.name}: no ClusterQueue known")
+    queue = cluster_queue(name)
+    if queue is None:
+        return OptIn(False, f"ClusterQueue {name} not found", cluster_queue=name)
+    if queue.metadata.label(keys.ENABLED_LABEL) != "true":
+        return OptIn(False, f"ClusterQueue {name} has not opted in", cluster_queue=name)
+    wanted = queue.metadata.label(keys.POLICY_LABEL)
+    chosen = policy_named(wanted, policy=policy)
+    if chosen is None:
+        return OptIn(
+            False, f"CheckpointPolicy {wanted} of ClusterQueue {name} not found", cluster_queue=name
+        )
+    return OptIn(True, f"ClusterQueue {name} opted in", cluster_queue=name, policy=chosen)
+
+
+def workload_lineage(workload: kueue.Workload) -> checkpoint.Lineage | None:
+    """The lineage of the Workload's owner (its controller: a Job, a JobSet, ...), or ``None``."""
+    ref = workload.metadata.controller_ref()
+    if ref is None or not workload.namespace:
+        return None
+    kind = lineage.owner_kind(api_version=ref.api_version, kind=ref.kind)
+    return base.parse(
+        checkpoint.Lineage,
+        {
+            "namespace": workload.namespace,
+            "ownerKind": kind,
+            "ownerName": ref.name,
+            "ownerUid": ref.uid,
+        },
+    )
+
+
+# --- eviction -> Checkpoint ------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Eviction:
+    """An eviction in force on an opted-in Workload and the Checkpoint name it maps to."""
+
+    trigger: checkpoint.Trigger
+    lineage: checkpoint.Lineage
+    name: str
+    policy: policy_model.CheckpointPolicy
+
+
+def eviction(workload: kueue.Workload, *, decision: OptIn) -> Eviction | None:
+    """The eviction in force (``Evicted=True`` of a reason the policy lists), else ``None``.
+
+    Level-triggered: the previous version is not consulted; the deterministic name makes a
+    second sighting of one eviction (Kueue's two suspend updates, a relist, the other replica)
+    name the same Checkpoint.
+    """
+    if not decision.opted_in or decision.policy is None:
+        return None
+    trigger = kueue_source.eviction(workload, previous=None, policy=decision.policy)
+    owner = workload_lineage(workload)
+    if trigger is None or owner is None:
+        return None
+    name = naming.checkpoint_name(owner, trigger=trigger, workload_uid=workload.metadata.uid)
+    return Eviction(trigger=trigger, lineage=owner, name=name, policy=decision.policy)
+
+
+def is_terminal(pod: core.Pod) -> bool:
+    return pod.status is not None and pod.status.phase in TERMINAL_POD_PHASES
+
+
+def has_finalizer(pod: core.Pod) -> bool:
+    return keys.CHECKPOINT_FINALIZER in (pod.metadata.finalizers or [])
+
+
+def is_member_candidate(pod: core.Pod, *, owner: checkpoint.Lineage) -> bool:
+    """A pod of ``owner``'s lineage whose eviction result is still to be recorded."""
+    if pod.metadata.annotation(keys.LINEAGE_ANNOTATION) != lineage.annotation_value(owner):
+        return False
+    if not pod.metadata.uid or not pod.metadata.name:
+        return False
+    if not is_terminal(pod):
+        return True
+    return pod.metadata.deletion_timestamp is not None and has_finalizer(pod)
+
+
+def _completion_index(pod: core.Pod) -> int | None:
+    raw = pod.metadata.annotation(keys.JOB_COMPLETION_INDEX_ANNOTATION)
+    return int(raw) if raw is not None and raw.isdigit() else None
+
+
+def members_of(
+    pods: Iterable[core.Pod], *, owner: checkpoint.Lineage, taken: Collection[str] = ()
+) -> list[checkpoint.Member]:
+    """The members of a new Checkpoint of ``owner`` (see the module doc), ordered by index.
+
+    ``taken``: UIDs of pods already members of another (unexpired) Checkpoint. The index is
+    the Job completion index when there is one, else the position by pod name.
+    """
+    chosen = sorted(
+        (p for p in pods if is_member_candidate(p, owner=owner) and p.metadata.uid not in taken),
+        key=lambda p: (_completion_index(p) is None, _completion_index(p) or 0, p.name),
+    )
+    return [
+        checkpoint.Member(
+            pod_name=pod.name,
+            pod_uid=pod.metadata.uid or "",
+            node=pod.spec.node_name or "",
+            index=_completion_index(pod) if _completion_index(pod) is not None else position,
+        )
+        for position, pod in enumerate(chosen)
+    ]
+
+
+def new_checkpoint(
+    *,
+    workload: kueue.Workload,
+    found: Eviction,
+    members: list[checkpoint.Member],
+    fingerprint: checkpoint.Fingerprint,
+) -> checkpoint.Checkpoint:
+    """The Checkpoint to create for ``found`` (no ownerReference: it outlives its Job on purpose,
+    so expiry is a recorded phase, not a garbage collection)."""
+    return checkpoint.Checkpoint(
+        metadata=base.ObjectMeta(
+            name=found.name,
+            namespace=found.lineage.namespace,
+            labels={
+                keys.CHECKPOINT_LINEAGE_LABEL: found.lineage.hash,
+                keys.CHECKPOINT_OWNER_UID_LABEL: found.lineage.owner_uid,
+            },
+        ),
+        spec=checkpoint.CheckpointSpec(
+            lineage=found.lineage,
+            trigger=found.trigger,
+            members=members,
+            fingerprint=fingerprint,
+            policy_name=found.policy.name or keys.DEFAULT_POLICY_NAME,
+            workload=workload.name,
+        ),
+    )
+
+
+# --- follow-through --------------------------------------------------------------------------
+
+
+def _seconds(value: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=value)
+
+
+def _overdue(
+    member: checkpoint.Member,
+    pod: core.Pod | None,
+    *,
+    trigger_time: datetime.datetime,
+    now: datetime.datetime,
+    margin: float,
+    pending_timeout: float,
+) -> str | None:
+    if pod is None:
+        return None  # lifecycle records "pod gone"
+    deleted = pod.metadata.deletion_timestamp
+    if deleted is not None:
+        if now >= deleted + _seconds(margin):
+            return (
+                f"still Terminating {margin:g}s after its grace period ended at "
+                f"{base.format_time(deleted)}: no final container status from the kubelet"
+            )
+        return None
+    if now >= trigger_time + _seconds(pending_timeout):
+        return f"never told to stop within {pending_timeout:g}s of the eviction"
+    return None
+
+
+def next_status(
+    cp: checkpoint.Checkpoint,
+    pods: Iterable[core.Pod],
+    *,
+    policy: policy_model.CheckpointPolicy,
+    now: datetime.datetime,
+    margin: float,
+    pending_timeout: float,
+) -> checkpoint.CheckpointStatus:
+    """:func:`queue_bridge.lifecycle.next_status` plus the deadlines of the module doc."""
+    pod_list = list(pods)
+    status = lifecycle.next_status(cp, pod_list, policy=policy)
+    if status.phase.terminal:
+        return status
+    by_uid = {p.metadata.uid: p for p in pod_list if p.metadata.uid}
+    results = {r.pod_name: r for r in status.members}
+    changed = False
+    members: list[checkpoint.MemberResult] = []
+    for member in cp.spec.members:
+        result = results[member.pod_name]
+        if result.state not in _TERMINAL_MEMBER:
+            why = _overdue(
+                member,
+                by_uid.get(member.pod_uid),
+                trigger_time=cp.spec.trigger.time,
+                now=now,
+                margin=margin,
+                pending_timeout=pending_timeout,
+            )
+            if why is not None:
+                result = result.model_copy(
+                    update={"state": checkpoint.MemberState.FAILED, "reason": why}
+                )
+                changed = True
+        members.append(result)
+    if not changed:
+        return status
+    partial = status.model_copy(update={"members": members})
+    return lifecycle.next_status(cp.model_copy(update={"status": partial}), pod_list, policy=policy)
+
+
+def next_deadline(
+    cp: checkpoint.Checkpoint,
+    pods: Iterable[core.Pod],
+    *,
+    margin: float,
+    pending_timeout: float,
+) -> datetime.datetime | None:
+    """When :func:`next_status` may next change without any pod event: the earliest deadline of
+    a member not yet recorded, or ``None`` when the Checkpoint is terminal."""
+    if cp.status.phase.terminal:
+        return None
+    by_uid = {p.metadata.uid: p for p in pods if p.metadata.uid}
+    done = {r.pod_name for r in cp.status.members if r.state in _TERMINAL_MEMBER}
+    found: list[datetime.datetime] = []
+    for member in cp.spec.members:
+        if member.pod_name in done:
+            continue
+        pod = by_uid.get(member.pod_uid)
+        if pod is not None and pod.metadata.deletion_timestamp is not None:
+            found.append(pod.metadata.deletion_timestamp + _seconds(margin))
+        else:
+            found.append(cp.spec.trigger.time + _seconds(pending_timeout))
+    return min(found, default=None)
+
+
+def status_changed(old: checkpoint.CheckpointStatus, new: checkpoint.CheckpointStatus) -> bool:
+    return base.to_dict(old) != base.to_dict(new)
+
+
+def transition_event(
+    cp: checkpoint.Checkpoint, new: checkpoint.CheckpointStatus
+) -> tuple[str, str, str] | None:
+    """``(reason, message, type)`` of the Event a phase change deserves, or ``None``."""
+    if cp.status.phase is new.phase:
+        return None
+    if new.phase is checkpoint.Phase.SUCCEEDED:
+        return (
+            keys.EVENT_CHECKPOINT_SUCCEEDED,
+            f"Checkpoint {cp.name}: {new.message}",
+            "Normal",
+        )
+    if new.phase is checkpoint.Phase.FAILED:
+        return (keys.EVENT_CHECKPOINT_FAILED, f"Checkpoint {cp.name}: {new.message}", "Warning")
+    return None
+
+
+def started_message(cp: checkpoint.Checkpoint) -> str:
+    trigger = cp.spec.trigger
+    pods = ", ".join(f"{m.pod_name}@{m.node or '?'}" for m in cp.spec.members)
+    text = f"Checkpoint {cp.name} of {len(cp.spec.members)} pod(s) ({pods}) for "
+    text += f"{trigger.source.value} eviction {trigger.reason}"
+    return text + (f": {trigger.message}" if trigger.message else "")
+
+
+# --- the pod finalizer -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """Whether to remove the pod's finalizer now; ``recheck_at`` when to look again if not."""
+
+    release: bool
+    reason: str
+    recheck_at: datetime.datetime | None = None
+
+
+def _result_for(cp: checkpoint.Checkpoint, pod_name: str) -> checkpoint.MemberResult | None:
+    return next((r for r in cp.status.members if r.pod_name == pod_name), None)
+
+
+def _finished_at(pod: core.Pod) -> datetime.datetime | None:
+    statuses = (pod.status.container_statuses if pod.status else None) or []
+    times = [
+        s.state.terminated.finished_at
+        for s in statuses
+        if s.state is not None
+        and s.state.terminated is not None
+        and s.state.terminated.finished_at is not None
+    ]
+    return max(times, default=None)
+
+
+def finalizer(
+    pod: core.Pod,
+    *,
+    checkpoints: Iterable[checkpoint.Checkpoint],
+    eviction_pending: bool,
+    now: datetime.datetime,
+    margin: float,
+    settle: float,
+) -> Release:
+    """The finalizer decision for one pod (rules in the module doc).
+
+    ``checkpoints``: those listing this pod (by UID) as a member. ``eviction_pending``: its
+    Workload has an eviction in force whose Checkpoint does not exist yet.
+    """
+    if not has_finalizer(pod):
+        return Release(False, "no finalizer")
+    deleted = pod.metadata.deletion_timestamp
+    backstop = deleted + _seconds(2 * margin) if deleted is not None else None
+    if backstop is not None and now >= backstop:
+        return Release(True, f"backstop: {2 * margin:g}s past the end of the grace period")
+    owning = [cp for cp in checkpoints if cp.status.phase is not checkpoint.Phase.EXPIRED]
+    waiting = [
+        cp
+        for cp in owning
+        if (result := _result_for(cp, pod.name)) is None or result.state not in _TERMINAL_MEMBER
+    ]
+    if waiting:
+        names = ", ".join(cp.name for cp in waiting)
+        return Release(False, f"result not yet recorded in {names}", recheck_at=backstop)
+    if owning:
+        return Release(True, "result recorded in " + ", ".join(cp.name for cp in owning))
+    if eviction_pending:
+        return Release(False, "an eviction of its Workload is being recorded", recheck_at=backstop)
+    if not is_terminal(pod):
+        return Release(False, "running", recheck_at=backstop)
+    finished = _finished_at(pod)
+    if deleted is not None and finished is not None and now < finished + _seconds(settle):
+        return Release(False, "ended moments ago", recheck_at=finished + _seconds(settle))
+    return Release(True, "ended without being a member of any checkpoint")
+
+
+# --- failed restores -------------------------------------------------------------------------
+
+
+def failed_restore(pod: core.Pod) -> tuple[str, str] | None:
+    """``(checkpoint name, reason)`` when the pod's restore init container failed and the
+    failure is not yet counted, else ``None``."""
+    name = pod.metadata.annotation(keys.RESTORE_FROM_ANNOTATION)
+    if not name or pod.metadata.annotation(keys.RESTORE_FAILURE_COUNTED_ANNOTATION) == name:
+        return None
+    statuses = (pod.status.init_container_statuses if pod.status else None) or []
+    for status in statuses:
+        if status.name != keys.RESTORE_INIT_CONTAINER:
+            continue
+        for state in (status.state, status.last_state):
+            terminated = state.terminated if state is not None else None
+            if terminated is not None and terminated.exit_code in RESTORE_FAILURE_EXITS:
+                detail = terminated.message or terminated.reason or ""
+                reason = f"restore init container exited {terminated.exit_code}"
+                return name, f"{reason}: {detail.strip()}" if detail.strip() else reason
+    return None
+
+
+# --- Job safety ------------------------------------------------------------------------------
+
+
+def _ignores_disruption(job: core.Job) -> bool:
+    rules = (job.spec.pod_failure_policy or {}).get("rules") or []
+    for rule in rules:
+        conditions = rule.get("onPodConditions") or []
+        if rule.get("action") == "Ignore" and any(
+            c.get("type") == keys.POD_CONDITION_DISRUPTION_TARGET
+            and c.get("status", "True") == "True"
+            for c in conditions
+        ):
+            return True
+    return False
+
+
+def job_risk(job: core.Job) -> str | None:
+    """Why preemptions of this opted-in Job may use up ``backoffLimit`` or complete it, or
+    ``None`` when it has ``podReplacementPolicy: Failed`` and the ``DisruptionTarget`` Ignore
+    rule (shared/reference/job-accounting.md)."""
+    problems: list[str] = []
+    if job.spec.template.spec.restart_policy == "OnFailure":
+        problems.append("restartPolicy OnFailure (a podFailurePolicy needs Never)")
+    if job.spec.pod_replacement_policy != "Failed":
+        problems.append("no podReplacementPolicy: Failed")
+    if not _ignores_disruption(job):
+        problems.append(
+            "no podFailurePolicy rule {action: Ignore, onPodConditions: DisruptionTarget}"
+        )
+    if not problems:
+        return None
+    return (
+        "this Job's pods evicted by a scheduler preemption or a drain count as failed, so "
+        f"repeated preemptions can exhaust backoffLimit and fail it: {'; '.join(problems)} "
+        "(created before Kontinue was installed?)"
+    )
+
+
+def job_finished(job: core.Job) -> bool:
+    conditions = job.status.conditions if job.status else None
+    return base.is_true(conditions, "Complete") or base.is_true(conditions, "Failed")

@@ -1,0 +1,113 @@
+"""The bridge's configuration, read once from the environment at start.
+
+Every value has a default that matches manifests/bridge/ (Lease ``kontinue-bridge`` in the
+namespace the downward API gives, health on 8081), so the Deployment sets only what it must.
+A bad value fails at start with the variable named.
+
+Timing knobs, and why they exist:
+
+- ``lease_*``: leader election (client-go defaults scaled down: 15 s lease, 5 s renew, 10 s
+  deadline). A takeover after a crash costs at most one lease duration; a clean shutdown releases
+  the Lease so the standby takes over within one ``retry`` period.
+- ``finalizer_margin_seconds``: how long after a pod's grace period ended (its
+  ``deletionTimestamp``) the bridge still waits for the kubelet's final status before recording
+  the member as failed and removing the finalizer. Twice this margin is the absolute backstop:
+  past it the finalizer goes whatever else failed, so no pod is ever stuck Terminating.
+- ``settle_seconds``: a pod that ended without being a member of any Checkpoint keeps its
+  finalizer this long after its container finished, so an eviction whose Workload update is
+  still in flight to the bridge's cache can still claim it.
+- ``pending_timeout_seconds``: a member never told to stop (no ``deletionTimestamp``) this long
+  after the eviction is recorded as failed, so a Checkpoint cannot stay ``Pending`` forever.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    namespace: str = "kontinue-system"
+    identity: str = dataclasses.field(default_factory=socket.gethostname)
+    """This replica's name in the Lease (the pod name in a cluster)."""
+    lease_name: str = "kontinue-bridge"
+    lease_duration_seconds: int = 15
+    lease_renew_seconds: float = 5.0
+    lease_deadline_seconds: float = 10.0
+    health_host: str = "0.0.0.0"
+    health_port: int = 8081
+    workers: int = 4
+    max_queued_keys: int = 10_000
+    resync_seconds: float = 300.0
+    finalizer_margin_seconds: float = 30.0
+    settle_seconds: float = 5.0
+    pending_timeout_seconds: float = 600.0
+    admission_check: bool = True
+    """Run the AdmissionCheck controller for checks with controllerName ``kontinue.dev/restore``."""
+
+    def __post_init__(self) -> None:
+        if not self.lease_renew_seconds < self.lease_deadline_seconds < self.lease_duration_seconds:
+            raise ValueError(
+                "need KONTINUE_LEASE_RENEW_SECONDS < KONTINUE_LEASE_DEADLINE_SECONDS < "
+                f"KONTINUE_LEASE_DURATION_SECONDS, got {self.lease_renew_seconds}, "
+                f"{self.lease_deadline_seconds}, {self.lease_duration_seconds}"
+            )
+        if self.workers < 1:
+            raise ValueError(f"KONTINUE_BRIDGE_WORKERS: must be >= 1, got {self.workers}")
+        if self.max_queued_keys < 1:
+            raise ValueError(f"KONTINUE_BRIDGE_MAX_KEYS: must be >= 1, got {self.max_queued_keys}")
+        if not 0 < self.health_port < 65536:
+            raise ValueError(f"KONTINUE_HEALTH_PORT: {self.health_port} is not a port number")
+        for name, value in (
+            ("KONTINUE_RESYNC_SECONDS", self.resync_seconds),
+            ("KONTINUE_FINALIZER_MARGIN_SECONDS", self.finalizer_margin_seconds),
+            ("KONTINUE_PENDING_TIMEOUT_SECONDS", self.pending_timeout_seconds),
+        ):
+            if not value > 0:
+                raise ValueError(f"{name}: must be > 0, got {value}")
+        if self.settle_seconds < 0:
+            raise ValueError(f"KONTINUE_SETTLE_SECONDS: must be >= 0, got {self.settle_seconds}")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        for variable, field in (
+            ("KONTINUE_NAMESPACE", "namespace"),
+            ("KONTINUE_POD_NAME", "identity"),
+            ("KONTINUE_LEASE_NAME", "lease_name"),
+            ("KONTINUE_HEALTH_HOST", "health_host"),
+        ):
+            if env.get(variable):
+                values[field] = env[variable]
+        for variable, field in (
+            ("KONTINUE_LEASE_DURATION_SECONDS", "lease_duration_seconds"),
+            ("KONTINUE_HEALTH_PORT", "health_port"),
+            ("KONTINUE_BRIDGE_WORKERS", "workers"),
+            ("KONTINUE_BRIDGE_MAX_KEYS", "max_queued_keys"),
+        ):
+            if raw := env.get(variable):
+                if not raw.strip().isdigit():
+                    raise ValueError(f"{variable}: {raw!r} is not a whole number")
+                values[field] = int(raw)
+        for variable, field in (
+            ("KONTINUE_LEASE_RENEW_SECONDS", "lease_renew_seconds"),
+            ("KONTINUE_LEASE_DEADLINE_SECONDS", "lease_deadline_seconds"),
+            ("KONTINUE_RESYNC_SECONDS", "resync_seconds"),
+            ("KONTINUE_FINALIZER_MARGIN_SECONDS", "finalizer_margin_seconds"),
+            ("KONTINUE_SETTLE_SECONDS", "settle_seconds"),
+            ("KONTINUE_PENDING_TIMEOUT_SECONDS", "pending_timeout_seconds"),
+        ):
+            if raw := env.get(variable):
+                try:
+                    values[field] = float(raw)
+                except ValueError:
+                    raise ValueError(f"{variable}: {raw!r} is not a number") from None
+        if raw := env.get("KONTINUE_ADMISSION_CHECK"):
+            if raw.lower() not in ("true", "false"):
+                raise ValueError(f"KONTINUE_ADMISSION_CHECK: {raw!r} is not true or false")
+            values["admission_check"] = raw.lower() == "true"
+        return cls(**values)  # type: ignore[arg-type]

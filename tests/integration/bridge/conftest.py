@@ -1,0 +1,489 @@
+"""The real bridge (``queue_bridge.app.run``) against the API emulator over real HTTP.
+
+Until the emulated cluster runs Kueue, the job controller and the kubelet, the tests write what
+those components write, with their users and shapes:
+
+- Kueue: the Workload of a batch/v1 Job (controller ownerReference to the Job), its admission,
+  and the eviction patch — ``Evicted=True`` (reason ``Preempted``) and ``Preempted=True``
+  (``InClusterQueue``) in one server-side apply as ``kueue-admission``
+  (shared/reference/kueue.md §1.1 step A);
+- the job controller: pod DELETE without a grace override (the pod's own
+  ``terminationGracePeriodSeconds`` applies, §1.1 step C);
+- the kubelet: the final pod status (phase ``Failed``, container ``terminated`` with exit code,
+  reason and the termination message copied verbatim — shapes of
+  tests/fixtures/bridge/kubelet-sigterm-*.json), then DELETE with grace 0, which our finalizer
+  holds until the bridge removes it;
+- the webhook: pods carry the ``kontinue.dev/lineage`` annotation and the
+  ``kontinue.dev/checkpoint`` finalizer it adds at CREATE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import random
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import export as metrics_export
+
+from emulator.apiserver import server
+from kontinue import keys, lineage
+from kontinue.kube import api, client, errors, resources, watching
+from kontinue.models import base, checkpoint
+from queue_bridge import app, settings
+from tests import fixtures
+
+Obj = dict[str, Any]
+NS = "team-a"
+SYSTEM = "kontinue-system"
+BRIDGE_USER = f"system:serviceaccount:{SYSTEM}:kontinue-bridge"
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+KUEUE_USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
+FAST = watching.Backoff(initial=0.01, factor=2.0, cap=0.1, jitter=0.5)
+CRDS = [
+    *sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")),
+    *sorted((fixtures.UPSTREAM / "kueue/crds").glob("kueue.x-k8s.io_*.yaml")),
+]
+KUBELET_SAVED = fixtures.FIXTURES / "bridge/kubelet-sigterm-saved.json"
+SAVED = json.dumps({"kontinue": "saved", "step": 42, "bytes": 1024})
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], *, within: float = 15.0, what: str = "condition"
+) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``within`` seconds (a bound)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not await check():
+        if loop.time() > deadline:
+            pytest.fail(f"{what} not met within {within}s")
+        await asyncio.sleep(0.05)
+
+
+def config(identity: str = "bridge-a", **overrides: Any) -> settings.Settings:
+    values: dict[str, Any] = {
+        "namespace": SYSTEM,
+        "identity": identity,
+        "lease_duration_seconds": 3,
+        "lease_renew_seconds": 0.3,
+        "lease_deadline_seconds": 2.0,
+        "finalizer_margin_seconds": 2.0,
+        "settle_seconds": 0.3,
+        "resync_seconds": 60.0,
+    }
+    values.update(overrides)
+    return settings.Settings(**values)
+
+
+class Bridge:
+    """One bridge replica running as a task (``app.run``), with its controller and metrics."""
+
+    def __init__(self, task: asyncio.Task[int], stop: asyncio.Event, ctrl: app.Controller):
+        self.task = task
+        self.stop = stop
+        self.controller = ctrl
+
+    @property
+    def leading(self) -> bool:
+        return self.controller.leading
+
+    async def shutdown(self) -> int | None:
+        self.stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            return await asyncio.wait_for(self.task, timeout=10)
+        return None
+
+    async def kill(self) -> None:
+        """Cancel the replica's task (a crash, as far as the others can tell)."""
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+class Cluster:
+    def __init__(self, emulated: server.ApiServer) -> None:
+        self.emulated = emulated
+        self.admin = emulated.client()
+        self.kueue = emulated.client(KUEUE_USER)
+        self.job_controller = emulated.client(JOB_CONTROLLER)
+        self.bridges: list[Bridge] = []
+        self.metrics = metrics_export.InMemoryMetricReader()
+        self._clients: list[Any] = []
+
+    # -- the bridge ----------------------------------------------------------------------------
+
+    async def start_bridge(self, identity: str = "bridge-a", **overrides: Any) -> Bridge:
+        api_client = await client.api_client_from_dict(self.emulated.kubeconfig(BRIDGE_USER))
+        self._clients.append(api_client)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        self._clients.append(sock)
+        stop = asyncio.Event()
+        started: asyncio.Future[app.Controller] = asyncio.get_running_loop().create_future()
+        meter = MeterProvider(metric_readers=[self.metrics]).get_meter("bridge")
+        task = asyncio.create_task(
+            app.run(
+                config(identity, **overrides),
+                stop=stop,
+                api_client=api_client,
+                meter=meter,
+                sock=sock,
+                started=started,
+                backoff=FAST,
+                rng=random.Random(1),
+            )
+        )
+        ctrl = await asyncio.wait_for(started, timeout=10)
+        bridge = Bridge(task, stop, ctrl)
+        self.bridges.append(bridge)
+        return bridge
+
+    async def leader(self, *candidates: Bridge) -> Bridge:
+        async def one() -> bool:
+            return sum(b.leading for b in candidates) == 1
+
+        await eventually(one, what="exactly one leader")
+        return next(b for b in candidates if b.leading)
+
+    async def close(self) -> None:
+        for bridge in self.bridges:
+            if not bridge.task.done():
+                await bridge.kill()
+        for item in self._clients:
+            if isinstance(item, socket.socket):
+                item.close()
+            else:
+                await item.close()
+
+    # -- objects -------------------------------------------------------------------------------
+
+    async def queues(self, *, opted_in: bool = True, policy: str | None = None) -> None:
+        labels = {keys.ENABLED_LABEL: "true"} if opted_in else {}
+        if policy:
+            labels[keys.POLICY_LABEL] = policy
+        await self.admin.create(
+            resources.CLUSTER_QUEUES,
+            {
+                "apiVersion": resources.CLUSTER_QUEUES.api_version,
+                "kind": "ClusterQueue",
+                "metadata": {"name": "cq", "labels": labels},
+                "spec": {"cohortName": "team"},
+            },
+        )
+        await self.admin.create(
+            resources.LOCAL_QUEUES,
+            {
+                "apiVersion": resources.LOCAL_QUEUES.api_version,
+                "kind": "LocalQueue",
+                "metadata": {"name": "lq", "namespace": NS},
+                "spec": {"clusterQueue": "cq"},
+            },
+        )
+
+    async def job(self, name: str = "train", *, safe: bool = True) -> Obj:
+        spec: Obj = {
+            "suspend": False,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "registry.example/train:v1"}],
+                }
+            },
+        }
+        if safe:
+            spec["podReplacementPolicy"] = "Failed"
+            spec["podFailurePolicy"] = {
+                "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+            }
+        return await self.admin.create(
+            resources.JOBS,
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": name,
+                    "namespace": NS,
+                    "labels": {keys.KUEUE_QUEUE_NAME_LABEL: "lq"},
+                },
+                "spec": spec,
+            },
+        )
+
+    async def workload(self, job: Obj, *, checks: list[str] | None = None) -> Obj:
+        """The Workload Kueue makes for ``job``, admitted to ``cq`` (quota reserved)."""
+        name = f"job-{job['metadata']['name']}-3f1a2"
+        await self.kueue.create(
+            resources.WORKLOADS,
+            {
+                "apiVersion": resources.WORKLOADS.api_version,
+                "kind": "Workload",
+                "metadata": {
+                    "name": name,
+                    "namespace": NS,
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "name": job["metadata"]["name"],
+                            "uid": job["metadata"]["uid"],
+                            "controller": True,
+                            "blockOwnerDeletion": True,
+                        }
+                    ],
+                },
+                "spec": {
+                    "queueName": "lq",
+                    "podSets": [
+                        {
+                            "name": "main",
+                            "count": 2,
+                            "template": copy.deepcopy(job["spec"]["template"]),
+                        }
+                    ],
+                },
+            },
+        )
+        status: Obj = {
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [
+                    {"name": "main", "count": 2, "flavors": {"nvidia.com/gpu": "gpu"}}
+                ],
+            },
+            "conditions": [
+                condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in cq"),
+                condition("Admitted", "True", "Admitted", "The workload is admitted"),
+            ],
+        }
+        if checks:
+            status["admissionChecks"] = [
+                {
+                    "name": check,
+                    "state": "Pending",
+                    "message": "",
+                    "lastTransitionTime": base.format_time(base.now()),
+                }
+                for check in checks
+            ]
+        return await self.kueue_apply(name, status)
+
+    async def kueue_apply(self, name: str, status: Obj) -> Obj:
+        """Kueue's status write: server-side apply on workloads/status as ``kueue-admission``."""
+        return await self.kueue.patch(
+            resources.WORKLOADS,
+            name,
+            {
+                "apiVersion": resources.WORKLOADS.api_version,
+                "kind": "Workload",
+                "metadata": {"name": name, "namespace": NS},
+                "status": status,
+            },
+            content_type=api.APPLY_PATCH,
+            namespace=NS,
+            subresource="status",
+            field_manager="kueue-admission",
+            force=True,
+        )
+
+    async def evict(self, workload: Obj, *, reason: str = "Preempted") -> Obj:
+        """Kueue's preemption patch (step A): Evicted=True + Preempted=True, admission kept."""
+        name = workload["metadata"]["name"]
+        current = await self.admin.get(resources.WORKLOADS, name, namespace=NS)
+        conditions = [
+            c for c in current["status"]["conditions"] if c["type"] not in ("Evicted", "Preempted")
+        ]
+        message = "Preempted to accommodate a workload (UID: 9a9a, JobUID: 8b8b) due to prioritization in the ClusterQueue"  # noqa: E501
+        conditions.append(condition("Evicted", "True", reason, message))
+        conditions.append(condition("Preempted", "True", "InClusterQueue", message))
+        status: Obj = {"admission": current["status"]["admission"], "conditions": conditions}
+        if current["status"].get("admissionChecks"):
+            status["admissionChecks"] = [
+                {**c, "state": "Pending", "message": "Reset to Pending after eviction."}
+                for c in current["status"]["admissionChecks"]
+            ]
+        return await self.kueue_apply(name, status)
+
+    async def pods(self, job: Obj, n: int = 2, *, grace: int = 30) -> list[Obj]:
+        """Running pods of ``job`` as the job controller creates and the webhook plumbs them."""
+        owner = checkpoint.Lineage(
+            namespace=NS,
+            owner_kind="Job",
+            owner_name=job["metadata"]["name"],
+            owner_uid=job["metadata"]["uid"],
+        )
+        created = []
+        for index in range(n):
+            name = f"{job['metadata']['name']}-{index}-{random.randrange(16**5):05x}"
+            body: Obj = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "namespace": NS,
+                    "labels": {keys.JOB_NAME_LABEL: job["metadata"]["name"]},
+                    "annotations": {
+                        keys.LINEAGE_ANNOTATION: lineage.annotation_value(owner),
+                        keys.JOB_COMPLETION_INDEX_ANNOTATION: str(index),
+                    },
+                    "finalizers": [keys.JOB_TRACKING_FINALIZER, keys.CHECKPOINT_FINALIZER],
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "name": job["metadata"]["name"],
+                            "uid": job["metadata"]["uid"],
+                            "controller": True,
+                            "blockOwnerDeletion": True,
+                        }
+                    ],
+                },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": grace,
+                    "nodeName": f"node-{index + 1}",
+                    "containers": [{"name": "main", "image": "registry.example/train:v1"}],
+                },
+            }
+            pod = await self.job_controller.create(resources.PODS, body)
+            kubelet = self.emulated.client(f"system:node:node-{index + 1}")
+            pod["status"] = {
+                "phase": "Running",
+                "containerStatuses": [
+                    {
+                        "name": "main",
+                        "ready": True,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": base.format_time(base.now())}},
+                    }
+                ],
+            }
+            created.append(await kubelet.replace(resources.PODS, pod, subresource="status"))
+        return created
+
+    async def delete_pod(self, pod: Obj) -> Obj:
+        """The job controller's DELETE after the suspend: the pod's own grace period."""
+        return await self.job_controller.delete(
+            resources.PODS, pod["metadata"]["name"], namespace=NS
+        )
+
+    async def terminate(
+        self,
+        pod: Obj,
+        *,
+        exit_code: int = 143,
+        message: str | None = SAVED,
+        reason: str = "Error",
+        delete: bool = True,
+    ) -> None:
+        """The kubelet's final status (fixture shape), then its DELETE with grace 0."""
+        name = pod["metadata"]["name"]
+        node = pod["spec"]["nodeName"]
+        kubelet = self.emulated.client(f"system:node:{node}")
+        current = await kubelet.get(resources.PODS, name, namespace=NS)
+        recorded = _kubelet_shape()
+        status = copy.deepcopy(recorded["status"]["containerStatuses"][0])
+        terminated: Obj = {
+            "exitCode": exit_code,
+            "reason": reason,
+            "startedAt": current["status"]["containerStatuses"][0]["state"]["running"]["startedAt"],
+            "finishedAt": base.format_time(base.now()),
+            "containerID": status["containerID"],
+        }
+        if message is not None:
+            terminated["message"] = message
+        status["state"] = {"terminated": terminated}
+        current["status"] = {
+            "phase": "Succeeded" if exit_code == 0 else "Failed",
+            "containerStatuses": [status],
+        }
+        await kubelet.replace(resources.PODS, current, subresource="status")
+        finalizers = [
+            f for f in current["metadata"].get("finalizers", []) if f != keys.JOB_TRACKING_FINALIZER
+        ]
+        if keys.JOB_TRACKING_FINALIZER in current["metadata"].get("finalizers", []):
+            # the job controller drops its tracking finalizer once it counted the pod
+            await self.job_controller.patch(
+                resources.PODS,
+                name,
+                {"metadata": {"finalizers": finalizers}},
+                content_type=api.MERGE_PATCH,
+                namespace=NS,
+            )
+        if delete:
+            with contextlib.suppress(errors.NotFound):
+                await kubelet.delete(
+                    resources.PODS,
+                    name,
+                    namespace=NS,
+                    grace_period_seconds=0,
+                    preconditions={"uid": current["metadata"]["uid"]},
+                )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def checkpoints(self) -> list[checkpoint.Checkpoint]:
+        listed = await self.admin.list(resources.CHECKPOINTS, namespace=NS)
+        return [checkpoint.load(item) for item in listed["items"]]
+
+    async def one_checkpoint(self) -> checkpoint.Checkpoint:
+        found = await self.checkpoints()
+        assert len(found) == 1, [cp.name for cp in found]
+        return found[0]
+
+    async def pod_exists(self, name: str) -> bool:
+        try:
+            await self.admin.get(resources.PODS, name, namespace=NS)
+        except errors.NotFound:
+            return False
+        return True
+
+    async def events(self, *, reason: str | None = None) -> list[Obj]:
+        listed = await self.admin.list(resources.EVENTS, namespace=NS)
+        return [e for e in listed["items"] if reason is None or e["reason"] == reason]
+
+    async def phase(self) -> str:
+        found = await self.checkpoints()
+        return found[0].status.phase.value if len(found) == 1 else ""
+
+
+_SHAPE: Obj = {}
+
+
+def _kubelet_shape() -> Obj:
+    """The recorded kubelet pod (tests/fixtures/bridge/kubelet-sigterm-saved.json), read once."""
+    if not _SHAPE:
+        with KUBELET_SAVED.open() as stream:
+            _SHAPE.update(json.load(stream))
+    return _SHAPE
+
+
+def condition(type_: str, status: str, reason: str, message: str) -> Obj:
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": base.format_time(base.now()),
+        "observedGeneration": 1,
+    }
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    async with server.ApiServer(bookmark_interval=0.2) as emulated:
+        for path in CRDS:
+            emulated.install_crd(fixtures.load_one(path))
+        admin = emulated.client()
+        for namespace in (NS, SYSTEM):
+            await admin.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
+        env = Cluster(emulated)
+        try:
+            yield env
+        finally:
+            await env.close()
