@@ -1,0 +1,216 @@
+"""End to end on the emulated cluster: a Kueue Job's pods, mutated by the real webhook on
+creation, run on the emulated kubelet with the plumbed env and checkpoint volume.
+
+The emulated cluster (emulator/cluster.py) runs the Job controller, scheduler and a kubelet that
+starts containers as real local processes, with the emulated Kueue admitting the Job; the webhook
+runs as ``webhook.__main__.serve`` against that API and is called by it over HTTPS. The container
+prints what it sees and writes a file into ``KONTINUE_CHECKPOINT_DIR``: the file must land in the
+lineage's directory on the shared checkpoint volume, in a sub-directory named by the pod's UID
+(the downward-API expansion a real kubelet does, recorded in shared/fixtures/kubelet/10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import socket
+import ssl
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from emulator import cluster, gpus, nodes
+from emulator.kueue import controller
+from kontinue import keys, lineage
+from kontinue.kube import api, client, resources
+from kontinue.models import checkpoint
+from tests import fixtures
+from tests.integration.cluster.test_kueue import Env
+from tests.integration.webhook.test_emulator import FAST, SYSTEM, WEBHOOK_USER, eventually
+from webhook import __main__ as main
+from webhook import settings
+
+Obj = dict[str, Any]
+NS = "default"
+POLICY = {
+    "apiVersion": keys.API_VERSION,
+    "kind": "CheckpointPolicy",
+    "metadata": {"name": "dev"},
+    "spec": {
+        "storage": {"hostPath": {"path": "/var/kontinue"}, "mountPath": "/ckpt"},
+        "minGracePeriodSeconds": 45,
+    },
+}
+SCRIPT = """
+import os, pathlib
+d = pathlib.Path(os.environ["KONTINUE_CHECKPOINT_DIR"])
+d.mkdir(parents=True, exist_ok=True)
+(d / "hello").write_text(os.environ["KONTINUE_POD_UID"])
+print("CHECKPOINT_DIR=" + str(d))
+print("POD_UID=" + os.environ["KONTINUE_POD_UID"])
+"""
+
+
+def _job() -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "hello",
+            "namespace": NS,
+            "labels": {keys.KUEUE_QUEUE_NAME_LABEL: "team"},
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {"app": "hello"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "priorityClassName": "low",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "kontinue/reference-workload:dev",
+                            "command": ["python", "-c", SCRIPT],
+                            "resources": {
+                                "requests": {"cpu": "1", "memory": "1Gi"},
+                                "limits": {keys.GPU_RESOURCE: "1"},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+async def _ready(url: str, trust: bytes) -> bool:
+    context = ssl.create_default_context(cadata=trust.decode())
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                url + "/readyz", ssl=context, server_hostname="kontinue-webhook.kontinue-system.svc"
+            ) as response,
+        ):
+            return response.status == 200
+    except aiohttp.ClientConnectionError:
+        return False
+
+
+async def test_kueue_job_pods_run_plumbed_on_the_emulated_kubelet(tmp_path: Path) -> None:
+    spec = nodes.NodeSpec("gpu-a", gpu=gpus.GpuProfile(count=4))
+    async with cluster.Cluster(nodes=[spec], workdir=tmp_path) as c:
+        controller.install_crds(c.api, fixtures.UPSTREAM / "kueue" / "crds")
+        controller.install_crds(c.api, fixtures.FIXTURES / "kueue-emulation")
+        for path in sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")):
+            c.api.install_crd(fixtures.load_one(path))
+        admin = c.client()
+        await admin.create(
+            resources.NAMESPACES,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM}},
+        )
+        await admin.create(
+            resources.SECRETS, fixtures.load_one(fixtures.MANIFESTS / "webhook/secret.yaml")
+        )
+        for doc in fixtures.load_all(fixtures.MANIFESTS / "webhook/webhooks.yaml"):
+            kind = doc["kind"]
+            await admin.create(
+                resources.MUTATING_WEBHOOKS
+                if kind == "MutatingWebhookConfiguration"
+                else resources.VALIDATING_WEBHOOKS,
+                doc,
+            )
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        url = f"https://127.0.0.1:{sock.getsockname()[1]}"
+        c.api.service_urls[(SYSTEM, "kontinue-webhook", 443)] = url
+        config = settings.Settings(
+            namespace=SYSTEM,
+            image="kontinue/kontinue:dev",
+            queue_systems=("kueue",),
+            cert_poll_seconds=3600,
+            drain_seconds=0,
+        )
+        api_client = await client.api_client_from_dict(c.api.kubeconfig(WEBHOOK_USER))
+        stop = asyncio.Event()
+        serving = asyncio.create_task(
+            main.serve(config, stop=stop, api_client=api_client, sock=sock, backoff=FAST)
+        )
+        try:
+            async with controller.Kueue(c.api):
+                env = Env(c.api)
+                await env.setup_queues(gpus=4)
+                await admin.patch(
+                    resources.CLUSTER_QUEUES,
+                    "gpu-cq",
+                    {
+                        "metadata": {
+                            "labels": {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: "dev"}
+                        }
+                    },
+                    content_type=api.MERGE_PATCH,
+                )
+
+                async def webhook_ready() -> bool:
+                    assert not serving.done(), serving
+                    secret = await admin.get(
+                        resources.SECRETS, "kontinue-webhook-tls", namespace=SYSTEM
+                    )
+                    data = secret.get("data") or {}
+                    return "ca.crt" in data and await _ready(url, base64.b64decode(data["ca.crt"]))
+
+                await eventually(webhook_ready, within=20)
+                # (validated by the webhook, failurePolicy Fail: only possible once it serves)
+                await admin.create(resources.CHECKPOINT_POLICIES, POLICY)
+
+                async def job_is_patched() -> bool:  # caches have the labelled queue
+                    dry = await admin.create(resources.JOBS, _job(), dry_run=True)
+                    return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
+
+                await eventually(job_is_patched, within=20)
+                job = await admin.create(resources.JOBS, _job())
+                assert job["spec"]["podFailurePolicy"]["rules"][0]["action"] == "Ignore"
+                done = await c.wait_for(
+                    resources.JOBS, "hello", NS, cluster.job_condition("Complete"), timeout=60
+                )
+                assert done is not None
+                assert done["status"]["succeeded"] == 1
+
+                (pod,) = await c.pods(NS, labels={keys.JOB_NAME_LABEL: "hello"})
+                uid = pod["metadata"]["uid"]
+                pod_lineage = checkpoint.Lineage(
+                    namespace=NS,
+                    owner_kind="Job",
+                    owner_name="hello",
+                    owner_uid=job["metadata"]["uid"],
+                )
+                assert pod["metadata"]["annotations"][keys.LINEAGE_ANNOTATION] == (
+                    lineage.annotation_value(pod_lineage)
+                )
+                assert keys.CHECKPOINT_FINALIZER in pod["metadata"]["finalizers"]
+                assert (
+                    pod["spec"]["terminationGracePeriodSeconds"] == 45
+                )  # raised from the default 30
+                assert pod["status"]["phase"] == "Succeeded"
+
+                written = (
+                    c.shared_root
+                    / "hostpath/var/kontinue"
+                    / lineage.lineage_dir(pod_lineage)
+                    / uid
+                    / "hello"
+                )
+                assert written.read_text() == uid
+                container = c.container(pod, "main")
+                assert container is not None
+                log = container.spec.log_path.read_text()
+                assert f"POD_UID={uid}" in log
+                assert f"/{lineage.lineage_dir(pod_lineage)}/{uid}\n" in log
+        finally:
+            stop.set()
+            await asyncio.wait_for(serving, 10)
+            await api_client.close()
+            sock.close()
