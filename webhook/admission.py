@@ -31,16 +31,6 @@ def _pod_object(request: review.AdmissionRequest) -> tuple[Obj, str]:
     return obj, namespace
 
 
-def _labels_and_annotations(obj: Obj) -> base.ObjectMeta:
-    raw = obj.get("metadata") or {}
-    labels, annotations = raw.get("labels"), raw.get("annotations")
-    if not (isinstance(labels, dict | None) and isinstance(annotations, dict | None)):
-        raise errors.InvalidObject(
-            "Pod", [errors.FieldError("metadata", "labels and annotations must be maps")]
-        )
-    return base.ObjectMeta.model_construct(labels=labels, annotations=annotations)
-
-
 def _restore_plan(
     decision: catalog.RestoreDecision,
     *,
@@ -72,14 +62,13 @@ def mutate_pod(
 ) -> review.Verdict:
     obj, namespace = _pod_object(request)
     try:
-        # Labels and annotations alone decide opt-in, and most pods stop here: read just those
-        # (the apiserver has validated them: string maps), parse the whole pod only if opted in.
-        meta = _labels_and_annotations(obj)
-        decision = optin.decide(meta, namespace=namespace, state=state)
+        # Labels and annotations alone decide opt-in, and most pods stop there: the whole pod
+        # is parsed only for those that opted in.
+        decision = optin.decide(optin.Marks.of(obj), namespace=namespace, state=state)
         if not decision.opted_in:
             return review.allow(warnings=decision.warnings)
         pod = base.parse(core.Pod, obj)
-    except errors.InvalidObject as exc:
+    except (errors.InvalidObject, ValueError) as exc:
         return review.allow(warnings=[f"kontinue: pod not plumbed: {exc}"])
     pod.metadata.namespace = pod.metadata.namespace or namespace
     assert decision.policy is not None
@@ -120,8 +109,8 @@ def mutate_pod(
 def mutate_job(request: review.AdmissionRequest, *, state: state_module.State) -> review.Verdict:
     obj, namespace = _pod_object(request)
     try:
-        meta = base.parse(base.ObjectMeta, obj.get("metadata") or {})
-    except errors.InvalidObject as exc:
+        meta = optin.Marks.of(obj)
+    except ValueError as exc:
         return review.allow(warnings=[f"kontinue: Job not plumbed: {exc}"])
     decision = optin.decide_queue(meta, namespace=namespace, state=state)
     if not decision.opted_in:

@@ -444,10 +444,8 @@ def test_pod_without_volumes_env_or_annotations_gets_them_created() -> None:
 def _decide(
     labels: dict[str, str], annotations: dict[str, str], snap: state.Snapshot
 ) -> optin.Decision:
-    from kontinue.models import base
 
-    meta = base.ObjectMeta(labels=labels, annotations=annotations)
-    return optin.decide(meta, namespace="team", state=snap)
+    return optin.decide(optin.Marks(labels, annotations), namespace="team", state=snap)
 
 
 OPT_IN = state.Snapshot.of(
@@ -600,3 +598,11 @@ def test_full_rule_list_is_left_alone_with_a_warning() -> None:
     out = support.apply_patch(job, verdict.patch)
     assert out["spec"]["podFailurePolicy"]["rules"] == rules
     assert "maximum" in verdict.warnings[0]
+
+
+def test_pod_whose_labels_are_not_a_map_is_left_alone_with_a_warning() -> None:
+    pod = support.kueue_pod()
+    pod["metadata"]["labels"] = ["not", "a", "map"]
+    verdict = _mutate(pod, _snapshot())
+    assert verdict.patch == ()
+    assert "metadata.labels is not a map" in verdict.warnings[0]
