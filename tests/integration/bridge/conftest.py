@@ -84,10 +84,19 @@ def config(identity: str = "bridge-a", **overrides: Any) -> settings.Settings:
 class Bridge:
     """One bridge replica running as a task (``app.run``), with its controller and metrics."""
 
-    def __init__(self, task: asyncio.Task[int], stop: asyncio.Event, ctrl: app.Controller):
+    def __init__(
+        self,
+        task: asyncio.Task[int],
+        stop: asyncio.Event,
+        ctrl: app.Controller,
+        port: int,
+        metrics: metrics_export.InMemoryMetricReader,
+    ) -> None:
+        self.metrics = metrics
         self.task = task
         self.stop = stop
         self.controller = ctrl
+        self.health_url = f"http://127.0.0.1:{port}"
 
     @property
     def leading(self) -> bool:
@@ -113,7 +122,6 @@ class Cluster:
         self.kueue = emulated.client(KUEUE_USER)
         self.job_controller = emulated.client(JOB_CONTROLLER)
         self.bridges: list[Bridge] = []
-        self.metrics = metrics_export.InMemoryMetricReader()
         self._clients: list[Any] = []
 
     # -- the bridge ----------------------------------------------------------------------------
@@ -126,7 +134,8 @@ class Cluster:
         self._clients.append(sock)
         stop = asyncio.Event()
         started: asyncio.Future[app.Controller] = asyncio.get_running_loop().create_future()
-        meter = MeterProvider(metric_readers=[self.metrics]).get_meter("bridge")
+        reader = metrics_export.InMemoryMetricReader()
+        meter = MeterProvider(metric_readers=[reader]).get_meter("bridge")
         task = asyncio.create_task(
             app.run(
                 config(identity, **overrides),
@@ -140,7 +149,7 @@ class Cluster:
             )
         )
         ctrl = await asyncio.wait_for(started, timeout=10)
-        bridge = Bridge(task, stop, ctrl)
+        bridge = Bridge(task, stop, ctrl, sock.getsockname()[1], reader)
         self.bridges.append(bridge)
         return bridge
 
@@ -303,11 +312,111 @@ class Cluster:
         conditions.append(condition("Preempted", "True", "InClusterQueue", message))
         status: Obj = {"admission": current["status"]["admission"], "conditions": conditions}
         if current["status"].get("admissionChecks"):
+            # resetChecksOnEviction: Pending, podSetUpdates dropped from Kueue's own apply
             status["admissionChecks"] = [
-                {**c, "state": "Pending", "message": "Reset to Pending after eviction."}
+                {
+                    "name": c["name"],
+                    "state": "Pending",
+                    "message": f"Reset to Pending after eviction. Previously: {c['state']}",
+                    "lastTransitionTime": base.format_time(base.now()),
+                }
                 for c in current["status"]["admissionChecks"]
             ]
         return await self.kueue_apply(name, status)
+
+    async def readmit(self, workload: Obj) -> Obj:
+        """The next quota reservation (kueue.md §2): QuotaReserved=True, Evicted/Preempted
+        flipped to False, checks still Pending so Admitted stays False."""
+        name = workload["metadata"]["name"]
+        current = await self.admin.get(resources.WORKLOADS, name, namespace=NS)
+        conditions = [
+            c
+            for c in current["status"]["conditions"]
+            if c["type"] not in ("Evicted", "Preempted", "QuotaReserved", "Admitted")
+        ]
+        conditions += [
+            condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in cq"),
+            condition("Admitted", "False", "UnsatisfiedAdmissionChecks", "waiting for checks"),
+            condition("Evicted", "False", "QuotaReserved", "Previously: Preempted"),
+            condition("Preempted", "False", "QuotaReserved", "Previously: InClusterQueue"),
+        ]
+        status: Obj = {"admission": current["status"]["admission"], "conditions": conditions}
+        if current["status"].get("admissionChecks"):
+            status["admissionChecks"] = [
+                {k: c[k] for k in ("name", "state", "message", "lastTransitionTime")}
+                for c in current["status"]["admissionChecks"]
+            ]
+        return await self.kueue_apply(name, status)
+
+    async def put_checkpoint(
+        self,
+        job: Obj,
+        name: str,
+        *,
+        minute: int,
+        phase: str = "Succeeded",
+        policy: str = "default",
+        gpu_product: str | None = None,
+        failed_restores: int = 0,
+    ) -> Obj:
+        """A terminal Checkpoint of ``job``'s lineage, as an earlier eviction left it."""
+        owner = checkpoint.Lineage(
+            namespace=NS,
+            owner_kind="Job",
+            owner_name=job["metadata"]["name"],
+            owner_uid=job["metadata"]["uid"],
+        )
+        body = checkpoint.Checkpoint(
+            metadata=base.ObjectMeta(
+                name=name,
+                namespace=NS,
+                labels={
+                    keys.CHECKPOINT_LINEAGE_LABEL: owner.hash,
+                    keys.CHECKPOINT_OWNER_UID_LABEL: owner.owner_uid,
+                },
+            ),
+            spec=checkpoint.CheckpointSpec(
+                lineage=owner,
+                trigger=checkpoint.Trigger(
+                    source=checkpoint.TriggerSource.KUEUE,
+                    reason="Preempted",
+                    time=f"2026-12-01T10:{minute:02}:00Z",
+                ),
+                members=[checkpoint.Member(pod_name=f"{name}-pod", pod_uid=f"uid-{name}")],
+                fingerprint=checkpoint.Fingerprint(gpu_product=gpu_product),
+                policy_name=policy,
+            ),
+        )
+        await self.admin.create(resources.CHECKPOINTS, base.to_dict(body))
+        status = {
+            "phase": phase,
+            "failedRestores": failed_restores,
+            "members": [
+                {"podName": f"{name}-pod", "state": "Saved" if phase == "Succeeded" else "Failed"}
+            ],
+        }
+        return await self.admin.patch(
+            resources.CHECKPOINTS,
+            name,
+            {"status": status},
+            content_type=api.MERGE_PATCH,
+            namespace=NS,
+            subresource="status",
+        )
+
+    async def policy(self, name: str, spec: Obj) -> None:
+        await self.admin.create(
+            resources.CHECKPOINT_POLICIES,
+            {
+                "apiVersion": keys.API_VERSION,
+                "kind": "CheckpointPolicy",
+                "metadata": {"name": name},
+                "spec": spec,
+            },
+        )
+
+    async def get_checkpoint(self, name: str) -> checkpoint.Checkpoint:
+        return checkpoint.load(await self.admin.get(resources.CHECKPOINTS, name, namespace=NS))
 
     async def pods(self, job: Obj, n: int = 2, *, grace: int = 30) -> list[Obj]:
         """Running pods of ``job`` as the job controller creates and the webhook plumbs them."""

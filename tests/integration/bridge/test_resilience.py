@@ -1,0 +1,115 @@
+"""Level-triggered and leader-elected: a restart or a takeover mid-checkpoint loses nothing."""
+
+from __future__ import annotations
+
+import aiohttp
+
+from kontinue.kube import resources
+from queue_bridge import app
+from tests.integration.bridge.conftest import SYSTEM, Bridge, Cluster, eventually
+
+
+async def _no_pods_left(cluster: Cluster, pods: list[dict[str, object]]) -> bool:
+    names = [p["metadata"]["name"] for p in pods]  # type: ignore[index]
+    return not any([await cluster.pod_exists(str(n)) for n in names])
+
+
+async def test_a_restart_mid_checkpoint_resumes_from_cluster_state(cluster: Cluster) -> None:
+    await cluster.queues()
+    job = await cluster.job()
+    workload = await cluster.workload(job)
+    pods = await cluster.pods(job)
+    first = await cluster.start_bridge("bridge-a")
+    await cluster.evict(workload)
+
+    async def created() -> bool:
+        return len(await cluster.checkpoints()) == 1
+
+    await eventually(created, what="Checkpoint created")
+    for pod in pods:
+        await cluster.delete_pod(pod)
+
+    async def in_progress() -> bool:
+        return await cluster.phase() == "InProgress"
+
+    await eventually(in_progress, what="InProgress")
+    assert await first.shutdown() == app.STOPPED
+    # While no bridge runs, the members save and exit; the finalizer keeps their final status.
+    for pod in pods:
+        await cluster.terminate(pod)
+    assert all([await cluster.pod_exists(p["metadata"]["name"]) for p in pods])
+
+    await cluster.start_bridge("bridge-a")
+
+    async def succeeded() -> bool:
+        return await cluster.phase() == "Succeeded"
+
+    await eventually(succeeded, what="Succeeded after the restart")
+
+    async def gone() -> bool:
+        return await _no_pods_left(cluster, pods)
+
+    await eventually(gone, what="finalizers removed after the restart")
+    assert len(await cluster.checkpoints()) == 1
+
+
+async def test_two_replicas_one_leads_and_the_other_takes_over_mid_checkpoint(
+    cluster: Cluster,
+) -> None:
+    await cluster.queues()
+    job = await cluster.job()
+    workload = await cluster.workload(job)
+    pods = await cluster.pods(job)
+    a = await cluster.start_bridge("bridge-a")
+    b = await cluster.start_bridge("bridge-b")
+    leader = await cluster.leader(a, b)
+    standby = b if leader is a else a
+    lease = await cluster.admin.get(resources.LEASES, "kontinue-bridge", namespace=SYSTEM)
+    assert lease["spec"]["holderIdentity"] == leader.controller.config.identity
+
+    await cluster.evict(workload)
+
+    async def created() -> bool:
+        return len(await cluster.checkpoints()) == 1
+
+    await eventually(created, what="Checkpoint created by the leader")
+    for pod in pods:
+        await cluster.delete_pod(pod)
+    await cluster.terminate(pods[0])
+
+    await leader.kill()  # mid-checkpoint: one member done, one still saving
+    await cluster.terminate(pods[1])
+
+    async def took_over() -> bool:
+        return standby.leading
+
+    await eventually(took_over, within=10, what="the standby leads")
+
+    async def terminal() -> bool:
+        return await cluster.phase() == "Succeeded"
+
+    await eventually(terminal, what="Succeeded under the new leader")
+
+    async def gone() -> bool:
+        return await _no_pods_left(cluster, pods)
+
+    await eventually(gone, what="no pod keeps the finalizer")
+    assert len(await cluster.checkpoints()) == 1
+    lease = await cluster.admin.get(resources.LEASES, "kontinue-bridge", namespace=SYSTEM)
+    assert lease["spec"]["holderIdentity"] == standby.controller.config.identity
+
+
+async def test_health_endpoints_tell_ready_leader_from_standby(cluster: Cluster) -> None:
+    a = await cluster.start_bridge("bridge-a")
+    b = await cluster.start_bridge("bridge-b")
+    leader = await cluster.leader(a, b)
+    standby = b if leader is a else a
+    async with aiohttp.ClientSession() as session:
+
+        async def get(bridge: Bridge, path: str) -> tuple[int, str]:
+            async with session.get(bridge.health_url + path) as response:
+                return response.status, await response.text()
+
+        assert await get(leader, "/readyz") == (200, "ok: leader\n")
+        assert await get(standby, "/readyz") == (200, "ok: standby\n")
+        assert await get(leader, "/healthz") == (200, "ok\n")
