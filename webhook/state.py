@@ -103,7 +103,15 @@ class Snapshot:
     def checkpoints_of(
         self, lineage: checkpoint_model.Lineage
     ) -> Sequence[checkpoint_model.Checkpoint]:
-        return [c for c in self.all_checkpoints.values() if c.spec.lineage == lineage]
+        # Cheap string comparison first; the model comparison only for the lineage's own.
+        uid, namespace = lineage.owner_uid, lineage.namespace
+        return [
+            c
+            for c in self.all_checkpoints.values()
+            if c.spec.lineage.owner_uid == uid
+            and c.spec.lineage.namespace == namespace
+            and c.spec.lineage == lineage
+        ]
 
     def nodes(self) -> Sequence[core.Node]:
         return self.node_list
