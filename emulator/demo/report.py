@@ -72,7 +72,7 @@ def chart(runs: Sequence[timeline.Run], path: Path) -> Path:
         axis.stackplot(
             times,
             *(series[n] for n in names),
-            labels=["priority", "scavenger (useful)", "checkpoint + restore", "idle"],
+            labels=["priority", "scavenger", "checkpoint + restore", "idle"],
             colors=[COLOURS[n] for n in names],
             step="post",
         )

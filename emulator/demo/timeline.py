@@ -36,6 +36,8 @@ class PodRecord:
     restored_from: str | None = None
     """The Checkpoint this incarnation restored from (the ``kontinue.dev/restore-from`` value)."""
     restored_from_newest: bool | None = None
+    newest_checkpoint: str | None = None
+    """The newest Succeeded checkpoint of its job when it was created: what it should restore."""
     checkpoint_node: str | None = None
     """The node the checkpoint it restored from was written on."""
 

@@ -1,0 +1,106 @@
+"""``make demo``: the scavenger queue with Kontinue and without it, side by side.
+
+Runs the same seeded trace twice on the emulated GPU cluster — once with Kontinue's real webhook
+and bridge installed, once without (the baseline) — then prints the report and writes the chart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from emulator.demo import metrics, report, scenario, timeline
+
+
+def _parser() -> argparse.ArgumentParser:
+    defaults = scenario.Options()
+    parser = argparse.ArgumentParser(prog="python -m emulator.demo", description=__doc__)
+    parser.add_argument("--queue-system", choices=["kueue"], default="kueue")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--duration", type=float, default=defaults.duration, help="seconds per run")
+    parser.add_argument(
+        "--checkpoint-seconds",
+        type=float,
+        default=defaults.checkpoint_seconds,
+        help="how long a scavenger takes to save",
+    )
+    parser.add_argument(
+        "--grace-seconds",
+        type=int,
+        default=defaults.grace_seconds,
+        help="terminationGracePeriodSeconds (and the policy minimum)",
+    )
+    parser.add_argument("--burst-every", type=float, default=defaults.burst_every)
+    parser.add_argument("--out", type=Path, default=Path("out/demo"))
+    return parser
+
+
+class Bar:
+    """One line on stderr, redrawn in place (plain lines when stderr is not a terminal)."""
+
+    def __init__(self, label: str, total: float) -> None:
+        self.label = label
+        self.total = total
+        self.tty = sys.stderr.isatty()
+        self.last_print = 0.0
+
+    def __call__(self, elapsed: float, counts: dict[str, int]) -> None:
+        width = 30
+        filled = int(width * min(1.0, elapsed / self.total))
+        line = (
+            f"{self.label:<20} [{'#' * filled}{'.' * (width - filled)}] "
+            f"{elapsed:5.0f}/{self.total:.0f}s  preemptions {counts['preemptions']:3d}  "
+            f"restores {counts['restores']:3d}"
+        )
+        if self.tty:
+            print("\r" + line, end="", file=sys.stderr, flush=True)
+        elif time.monotonic() - self.last_print >= 10:
+            print(line, file=sys.stderr, flush=True)
+            self.last_print = time.monotonic()
+
+    def done(self) -> None:
+        if self.tty:
+            print(file=sys.stderr)
+
+
+async def _main(args: argparse.Namespace) -> int:
+    options = scenario.Options(
+        seed=args.seed,
+        duration=args.duration,
+        checkpoint_seconds=args.checkpoint_seconds,
+        grace_seconds=args.grace_seconds,
+        burst_every=args.burst_every,
+    )
+    out: Path = args.out
+    runs: list[timeline.Run] = []
+    for with_kontinue in (True, False):
+        label = "with Kontinue" if with_kontinue else "without (baseline)"
+        workdir = out / ("with-kontinue" if with_kontinue else "baseline")
+        shutil.rmtree(workdir, ignore_errors=True)
+        bar = Bar(label, options.duration)
+        runs.append(
+            await scenario.run(
+                options=options, with_kontinue=with_kontinue, workdir=workdir, progress=bar
+            )
+        )
+        bar.done()
+    print()
+    print(report.table(metrics.reports(runs)))
+    chart = report.chart(runs, out / "occupancy.png")
+    print(f"\nchart: {chart}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    return asyncio.run(_main(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

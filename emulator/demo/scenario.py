@@ -1,0 +1,279 @@
+"""One run of the scavenger-queue scenario on the emulated cluster, with or without Kontinue.
+
+Two nodes with four GPUs each. Eight long, low-priority *scavenger* Jobs (one GPU each) in one
+Kueue ClusterQueue soak up the idle GPUs; high-priority Jobs arrive in seeded bursts and Kueue
+preempts scavengers to admit them. When a burst's jobs finish, Kueue readmits the scavengers.
+With Kontinue, the ClusterQueue carries ``kontinue.dev/enabled: "true"``: each preemption
+becomes a checkpoint in the victim's grace period and each readmission a restore. Priority jobs
+opt out (``kontinue.dev/checkpoint: "false"``): they are short and nothing should slow them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from emulator import gpus, nodes
+from emulator.demo import observe, stack, timeline, trace
+from kontinue import keys
+from kontinue.kube import resources
+
+NAMESPACE = "default"
+QUEUE = "team"
+CLUSTER_QUEUE = "gpu-cq"
+POLICY = "demo"
+
+Obj = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    seed: int = 1
+    duration: float = 90.0
+    scavengers: int = 8
+    nodes: int = 2
+    gpus_per_node: int = 4
+    rate: float = 5.0
+    """Trainer steps per second: the emulated training speed."""
+    checkpoint_seconds: float = 1.0
+    """How long a scavenger takes to save (its ``--save-seconds``)."""
+    grace_seconds: int = 8
+    burst_every: float = 30.0
+    state_bytes: int = 1 << 16
+
+
+def _priority_classes() -> list[Obj]:
+    return [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        for name, value in (("scavenger", 100), ("priority", 1000))
+    ]
+
+
+def _queues(total_gpus: int) -> list[tuple[resources.Resource, Obj]]:
+    product = gpus.H100.product
+    return [
+        (
+            resources.RESOURCE_FLAVORS,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": "h100"},
+                "spec": {"nodeLabels": {keys.GPU_PRODUCT_LABEL: product}},
+            },
+        ),
+        (
+            resources.CLUSTER_QUEUES,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": CLUSTER_QUEUE},
+                "spec": {
+                    "namespaceSelector": {},
+                    "preemption": {"withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory", keys.GPU_RESOURCE],
+                            "flavors": [
+                                {
+                                    "name": "h100",
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": 64},
+                                        {"name": "memory", "nominalQuota": "256Gi"},
+                                        {"name": keys.GPU_RESOURCE, "nominalQuota": total_gpus},
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            },
+        ),
+        (
+            resources.LOCAL_QUEUES,
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": QUEUE, "namespace": NAMESPACE},
+                "spec": {"clusterQueue": CLUSTER_QUEUE},
+            },
+        ),
+    ]
+
+
+def policy(options: Options) -> Obj:
+    return {
+        "apiVersion": keys.API_VERSION,
+        "kind": "CheckpointPolicy",
+        "metadata": {"name": POLICY},
+        "spec": {
+            "storage": {"hostPath": {"path": "/var/kontinue"}, "mountPath": "/checkpoints"},
+            "minGracePeriodSeconds": options.grace_seconds,
+            "compatibility": ["gpuProduct", "cudaDriverMajor", "gpuCount"],
+        },
+    }
+
+
+def trainer_job(
+    name: str,
+    *,
+    role: timeline.Role,
+    gpus: int,
+    steps: int,
+    options: Options,
+    dry_run_probe: bool = False,
+) -> Obj:
+    template_meta: Obj = {"labels": {observe.ROLE_LABEL: role.value}}
+    if role is timeline.Role.PRIORITY:
+        template_meta["annotations"] = {keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {keys.KUEUE_QUEUE_NAME_LABEL: QUEUE},
+        },
+        "spec": {
+            "backoffLimit": 6,
+            "template": {
+                "metadata": {} if dry_run_probe else template_meta,
+                "spec": {
+                    "restartPolicy": "Never",
+                    "priorityClassName": role.value,
+                    "terminationGracePeriodSeconds": options.grace_seconds,
+                    "containers": [
+                        {
+                            "name": observe.CONTAINER,
+                            "image": "ghcr.io/kontinue/kontinue:dev",
+                            "command": ["python", "-m", "reference_workload.trainer"],
+                            "env": [
+                                {"name": "TRAINER_STEPS", "value": str(steps)},
+                                {"name": "TRAINER_RATE", "value": str(options.rate)},
+                                {
+                                    "name": "TRAINER_SAVE_SECONDS",
+                                    "value": str(options.checkpoint_seconds),
+                                },
+                                {"name": "TRAINER_STATE_BYTES", "value": str(options.state_bytes)},
+                            ],
+                            "resources": {
+                                "requests": {"cpu": "100m", "memory": "128Mi"},
+                                "limits": {keys.GPU_RESOURCE: str(gpus)},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+Progress = Callable[[float, dict[str, int]], None]
+
+
+async def run(
+    *,
+    options: Options,
+    with_kontinue: bool,
+    workdir: Path,
+    progress: Progress | None = None,
+) -> timeline.Run:
+    """Run the trace once and return what was observed."""
+    node_specs = [
+        nodes.NodeSpec(f"gpu-{chr(ord('a') + i)}", gpu=gpus.GpuProfile(count=options.gpus_per_node))
+        for i in range(options.nodes)
+    ]
+    total_gpus = options.nodes * options.gpus_per_node
+    arrivals = trace.bursts(
+        seed=options.seed, duration=options.duration, burst_every=options.burst_every
+    )
+    name = "with Kontinue" if with_kontinue else "without (baseline)"
+    async with stack.running(
+        workdir=workdir,
+        node_specs=node_specs,
+        with_kontinue=with_kontinue,
+        policy=policy(options) if with_kontinue else None,
+    ) as system:
+        admin = system.admin
+        for obj in _priority_classes():
+            await admin.create(resources.PRIORITY_CLASSES, obj)
+        for resource, obj in _queues(total_gpus):
+            await admin.create(resource, obj)
+        if with_kontinue:
+            await admin.patch(
+                resources.CLUSTER_QUEUES,
+                CLUSTER_QUEUE,
+                stack.opt_in_labels(POLICY),
+                content_type=stack.MERGE,
+            )
+            probe = trainer_job(
+                "probe",
+                role=timeline.Role.SCAVENGER,
+                gpus=1,
+                steps=1,
+                options=options,
+                dry_run_probe=True,
+            )
+            await stack.wait_plumbing(system, probe_job=probe)
+        loop = asyncio.get_running_loop()
+        recorder = observe.Recorder(system.cluster, namespace=NAMESPACE, started_at=loop.time())
+        await recorder.start()
+        for index in range(options.scavengers):
+            await admin.create(
+                resources.JOBS,
+                trainer_job(
+                    f"scavenger-{index}",
+                    role=timeline.Role.SCAVENGER,
+                    gpus=1,
+                    steps=10**9,
+                    options=options,
+                ),
+            )
+        pending = list(arrivals)
+        while (elapsed := recorder.now()) < options.duration:
+            while pending and pending[0].at <= elapsed:
+                arrival = pending.pop(0)
+                await admin.create(
+                    resources.JOBS,
+                    trainer_job(
+                        arrival.name,
+                        role=timeline.Role.PRIORITY,
+                        gpus=arrival.gpus,
+                        steps=arrival.steps,
+                        options=options,
+                    ),
+                )
+            if progress is not None:
+                progress(elapsed, _counts(recorder))
+            await asyncio.sleep(0.25)
+        checkpoints: list[Obj] = []
+        if with_kontinue:
+            listed = await admin.list(resources.CHECKPOINTS, namespace=NAMESPACE)
+            checkpoints = listed["items"]
+        await recorder.stop()
+        pods = recorder.records(checkpoints=checkpoints)
+    return timeline.Run(
+        name=name,
+        duration=options.duration,
+        gpus_total=total_gpus,
+        steps_per_second=options.rate,
+        pods=tuple(pods),
+    )
+
+
+def _counts(recorder: observe.Recorder) -> dict[str, int]:
+    pods = list(recorder.pods.values())
+    return {
+        "preemptions": sum(
+            1 for p in pods if p.role is timeline.Role.SCAVENGER and p.terminating is not None
+        ),
+        "restores": sum(1 for p in pods if p.restored_from),
+        "priority": sum(1 for p in pods if p.role is timeline.Role.PRIORITY),
+    }

@@ -1,0 +1,183 @@
+"""The whole system on this machine: emulated GPU cluster + emulated Kueue (+ Kontinue).
+
+``with_kontinue=False`` is the honest baseline: the same cluster, the same Kueue, the same
+workloads and arrivals, with Kontinue's webhook and bridge simply not installed — what a cluster
+without Kontinue does today. ``with_kontinue=True`` runs the *real* webhook
+(``webhook.__main__.serve``, called by the API emulator over HTTPS exactly as kube-apiserver
+calls it, using the repository's own webhook manifests) and the *real* bridge
+(``queue_bridge.app.run``, over HTTP through kubernetes-asyncio), each under its own service
+account, in this process's event loop.
+
+Upstream CRDs come from the repository's copies under ``tests/fixtures/upstream`` (their
+provenance is recorded there); ours from ``manifests/crds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import socket
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from emulator import cluster, nodes
+from emulator.kueue import controller as kueue_controller
+from kontinue import keys
+from kontinue.kube import api, client, resources, watching
+from queue_bridge import app as bridge_app
+from queue_bridge import settings as bridge_settings
+from webhook import __main__ as webhook_main
+from webhook import settings as webhook_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SYSTEM = "kontinue-system"
+WEBHOOK_USER = f"system:serviceaccount:{SYSTEM}:kontinue-webhook"
+BRIDGE_USER = f"system:serviceaccount:{SYSTEM}:kontinue-bridge"
+FAST = watching.Backoff(initial=0.05, factor=2.0, cap=0.5, jitter=0.5)
+
+Obj = dict[str, Any]
+
+
+def _documents(path: Path) -> list[Obj]:
+    with path.open() as stream:
+        return [doc for doc in yaml.load_all(stream, Loader=yaml.CSafeLoader) if doc]
+
+
+@dataclasses.dataclass
+class Stack:
+    cluster: cluster.Cluster
+    with_kontinue: bool
+
+    @property
+    def admin(self) -> Any:
+        return self.cluster.client()
+
+
+async def _install_kontinue(c: cluster.Cluster, admin: Any) -> None:
+    for path in sorted((ROOT / "manifests" / "crds").glob("kontinue.dev_*.yaml")):
+        (crd,) = _documents(path)
+        c.api.install_crd(crd)
+    await admin.create(resources.NAMESPACES, {"metadata": {"name": SYSTEM}})
+    (secret,) = _documents(ROOT / "manifests" / "webhook" / "secret.yaml")
+    await admin.create(resources.SECRETS, secret)
+    for doc in _documents(ROOT / "manifests" / "webhook" / "webhooks.yaml"):
+        mutating = doc["kind"] == "MutatingWebhookConfiguration"
+        await admin.create(
+            resources.MUTATING_WEBHOOKS if mutating else resources.VALIDATING_WEBHOOKS, doc
+        )
+
+
+async def _eventually(check: Any, *, within: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        with contextlib.suppress(Exception):
+            if await check():
+                return
+        if loop.time() > deadline:
+            raise TimeoutError(f"{what} not ready within {within}s")
+        await asyncio.sleep(0.1)
+
+
+@contextlib.asynccontextmanager
+async def running(
+    *,
+    workdir: Path,
+    node_specs: Sequence[nodes.NodeSpec],
+    with_kontinue: bool,
+    policy: Obj | None = None,
+) -> AsyncIterator[Stack]:
+    """Start everything; on exit stop it all (pods get their graceful stop)."""
+    async with cluster.Cluster(nodes=node_specs, workdir=workdir) as c:
+        kueue_controller.install_crds(c.api, ROOT / "tests/fixtures/upstream/kueue/crds")
+        kueue_controller.install_crds(c.api, ROOT / "tests/fixtures/kueue-emulation")
+        admin = c.client()
+        if not with_kontinue:
+            async with kueue_controller.Kueue(c.api):
+                yield Stack(c, with_kontinue=False)
+            return
+        await _install_kontinue(c, admin)
+        hook_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        hook_sock.bind(("127.0.0.1", 0))
+        c.api.service_urls[(SYSTEM, "kontinue-webhook", 443)] = (
+            f"https://127.0.0.1:{hook_sock.getsockname()[1]}"
+        )
+        health_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        health_sock.bind(("127.0.0.1", 0))
+        hook_client = await client.api_client_from_dict(c.api.kubeconfig(WEBHOOK_USER))
+        bridge_client = await client.api_client_from_dict(c.api.kubeconfig(BRIDGE_USER))
+        stop = asyncio.Event()
+        hook = asyncio.create_task(
+            webhook_main.serve(
+                webhook_settings.Settings(
+                    namespace=SYSTEM,
+                    image="ghcr.io/kontinue/kontinue:dev",
+                    queue_systems=("kueue",),
+                    cert_poll_seconds=3600,
+                    drain_seconds=0,
+                ),
+                stop=stop,
+                api_client=hook_client,
+                sock=hook_sock,
+                backoff=FAST,
+            ),
+            name="kontinue-webhook",
+        )
+        bridge = asyncio.create_task(
+            bridge_app.run(
+                bridge_settings.Settings(
+                    namespace=SYSTEM,
+                    identity="kontinue-bridge-0",
+                    lease_duration_seconds=6,
+                    lease_renew_seconds=1.0,
+                    lease_deadline_seconds=4.0,
+                    finalizer_margin_seconds=5.0,
+                    settle_seconds=0.5,
+                ),
+                stop=stop,
+                api_client=bridge_client,
+                sock=health_sock,
+                backoff=FAST,
+            ),
+            name="kontinue-bridge",
+        )
+        try:
+            async with kueue_controller.Kueue(c.api):
+                if policy is not None:
+
+                    async def policy_accepted() -> bool:  # through the validating webhook
+                        if hook.done():
+                            raise RuntimeError(f"the webhook stopped: {hook!r}")
+                        await admin.create(resources.CHECKPOINT_POLICIES, policy)
+                        return True
+
+                    await _eventually(policy_accepted, within=30, what="the Kontinue webhook")
+                yield Stack(c, with_kontinue=True)
+        finally:
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(hook, bridge, return_exceptions=True), 20)
+            await hook_client.close()
+            await bridge_client.close()
+            hook_sock.close()
+            health_sock.close()
+
+
+async def wait_plumbing(stack: Stack, *, probe_job: Obj) -> None:
+    """Wait until the webhook's caches see the opted-in queue (a dry-run Job gets plumbed)."""
+
+    async def plumbed() -> bool:
+        dry = await stack.admin.create(resources.JOBS, probe_job, dry_run=True)
+        return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
+
+    await _eventually(plumbed, within=30, what="the webhook's view of the opted-in queue")
+
+
+def opt_in_labels(policy_name: str) -> Obj:
+    return {"metadata": {"labels": {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: policy_name}}}
+
+
+MERGE = api.MERGE_PATCH

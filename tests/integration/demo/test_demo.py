@@ -1,0 +1,42 @@
+"""Issue 7, "Done when": a short demo, both runs, on the emulated cluster with real processes.
+
+With Kontinue the scavengers lose less work than without it, and every incarnation of a
+preempted scavenger that had a Succeeded checkpoint restored from the newest one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from emulator.demo import metrics, scenario, timeline
+
+OPTIONS = scenario.Options(seed=3, duration=30.0, burst_every=9.0, rate=5.0, grace_seconds=6)
+
+
+async def test_a_short_demo_keeps_work_the_baseline_throws_away(tmp_path: Path) -> None:
+    with_kontinue = await scenario.run(
+        options=OPTIONS, with_kontinue=True, workdir=tmp_path / "with"
+    )
+    baseline = await scenario.run(
+        options=OPTIONS, with_kontinue=False, workdir=tmp_path / "without"
+    )
+    ours, theirs = metrics.report(with_kontinue), metrics.report(baseline)
+
+    assert ours.preemptions > 0
+    assert theirs.preemptions > 0
+    assert ours.lost_gpu_s < theirs.lost_gpu_s
+    assert ours.lost_steps_per_preemption is not None
+    assert theirs.lost_steps_per_preemption is not None
+    assert ours.lost_steps_per_preemption < theirs.lost_steps_per_preemption
+
+    due = [
+        p
+        for p in with_kontinue.pods
+        if p.role is timeline.Role.SCAVENGER and p.newest_checkpoint is not None
+    ]
+    assert due, "no scavenger was readmitted after a checkpoint: the trace is too short"
+    for pod in due:
+        assert pod.restored_from == pod.newest_checkpoint, pod
+    assert ours.restores == len(due)
+    assert theirs.restores == 0
+    assert all(p.restored_from is None for p in baseline.pods)
