@@ -1,0 +1,303 @@
+"""Issue 6, "Done when", on the emulated cluster: real processes, real files, every part real.
+
+The emulated cluster (emulator/cluster.py: scheduler, Job controller, kubelets running the
+reference trainer as local processes) with the emulated Kueue (emulator/kueue) preempting by
+priority; the real webhook (``webhook.__main__.serve``, called by the emulator over HTTPS) plumbs
+pods and injects restores; the real bridge (``queue_bridge.app.run``) turns the eviction into a
+Checkpoint and follows it. A low-priority Job is preempted by a high-priority one, saves inside
+its grace period, and — opted in — resumes from the saved step when it is readmitted; on a queue
+that did not opt in the same Job starts again from step 0. A save slower than the grace period
+is SIGKILLed: the Checkpoint is Failed and the next incarnation never restores from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import re
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emulator import cluster, gpus, nodes
+from emulator.kueue import controller as kueue_controller
+from kontinue import keys
+from kontinue.kube import api, client, resources
+from kontinue.models import checkpoint
+from queue_bridge import app
+from tests import fixtures
+from tests.integration.bridge.conftest import BRIDGE_USER, FAST, SYSTEM, config, eventually
+from tests.integration.cluster.test_kueue import Env
+from webhook import __main__ as webhook_main
+from webhook import settings as webhook_settings
+
+Obj = dict[str, Any]
+NS = "default"
+WEBHOOK_USER = f"system:serviceaccount:{SYSTEM}:kontinue-webhook"
+GRACE = 5
+POLICY: Obj = {
+    "apiVersion": keys.API_VERSION,
+    "kind": "CheckpointPolicy",
+    "metadata": {"name": "dev"},
+    "spec": {
+        "storage": {"hostPath": {"path": "/var/kontinue"}, "mountPath": "/ckpt"},
+        "minGracePeriodSeconds": GRACE,
+    },
+}
+PROGRESS = re.compile(r"^PROGRESS step=(\d+) ", re.MULTILINE)
+
+
+def _trainer_job(name: str, *, priority: str, steps: int, save_seconds: float) -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {keys.KUEUE_QUEUE_NAME_LABEL: "team"},
+        },
+        "spec": {
+            "backoffLimit": 1,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "priorityClassName": priority,
+                    "terminationGracePeriodSeconds": GRACE,
+                    "containers": [
+                        {
+                            "name": "trainer",
+                            "image": "kontinue/reference-workload:dev",
+                            "command": ["python", "-m", "reference_workload.trainer"],
+                            "env": [
+                                {"name": "TRAINER_STEPS", "value": str(steps)},
+                                {"name": "TRAINER_RATE", "value": "40"},
+                                {"name": "TRAINER_SAVE_SECONDS", "value": str(save_seconds)},
+                                {"name": "TRAINER_PROGRESS_EVERY", "value": "1"},
+                            ],
+                            "resources": {
+                                "requests": {"cpu": "1", "memory": "1Gi"},
+                                "limits": {keys.GPU_RESOURCE: "1"},
+                            },
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+class System:
+    def __init__(self, c: cluster.Cluster) -> None:
+        self.cluster = c
+        self.admin = c.client()
+
+    async def pods_of(self, job: str) -> list[Obj]:
+        return await self.cluster.pods(NS, labels={keys.JOB_NAME_LABEL: job})
+
+    def log(self, pod: Obj) -> str:
+        container = self.cluster.container(pod, "trainer")
+        assert container is not None, pod["metadata"]["name"]
+        return container.spec.log_path.read_text()
+
+    async def running_pod(self, job: str, *, min_step: int, exclude: set[str]) -> Obj:
+        found: list[Obj] = []
+
+        async def progressing() -> bool:
+            for pod in await self.pods_of(job):
+                if pod["metadata"]["uid"] in exclude or pod["metadata"].get("deletionTimestamp"):
+                    continue
+                if (pod.get("status") or {}).get("phase") != "Running":
+                    continue
+                container = self.cluster.container(pod, "trainer")
+                if container is None or not container.spec.log_path.exists():
+                    continue
+                steps = [int(s) for s in PROGRESS.findall(container.spec.log_path.read_text())]
+                if steps and max(steps) >= min_step:
+                    found.append(pod)
+                    return True
+            return False
+
+        await eventually(progressing, within=60, what=f"a running {job} pod past step {min_step}")
+        return found[-1]
+
+    async def checkpoints(self) -> list[checkpoint.Checkpoint]:
+        listed = await self.admin.list(resources.CHECKPOINTS, namespace=NS)
+        return [checkpoint.load(item) for item in listed["items"]]
+
+
+@contextlib.asynccontextmanager
+async def system(
+    tmp_path: Path, *, opted_in: bool, wait_seconds: int = 600
+) -> AsyncIterator[System]:
+    one_gpu = gpus.GpuProfile(count=1)
+    specs = [nodes.NodeSpec("gpu-a", gpu=one_gpu), nodes.NodeSpec("gpu-b", gpu=one_gpu)]
+    async with cluster.Cluster(nodes=specs, workdir=tmp_path) as c:
+        kueue_controller.install_crds(c.api, fixtures.UPSTREAM / "kueue" / "crds")
+        kueue_controller.install_crds(c.api, fixtures.FIXTURES / "kueue-emulation")
+        for path in sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")):
+            c.api.install_crd(fixtures.load_one(path))
+        admin = c.client()
+        await admin.create(resources.NAMESPACES, {"metadata": {"name": SYSTEM}})
+        await admin.create(
+            resources.SECRETS, fixtures.load_one(fixtures.MANIFESTS / "webhook/secret.yaml")
+        )
+        for doc in fixtures.load_all(fixtures.MANIFESTS / "webhook/webhooks.yaml"):
+            mutating = doc["kind"] == "MutatingWebhookConfiguration"
+            await admin.create(
+                resources.MUTATING_WEBHOOKS if mutating else resources.VALIDATING_WEBHOOKS, doc
+            )
+        hook_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        hook_sock.bind(("127.0.0.1", 0))
+        c.api.service_urls[(SYSTEM, "kontinue-webhook", 443)] = (
+            f"https://127.0.0.1:{hook_sock.getsockname()[1]}"
+        )
+        hook_client = await client.api_client_from_dict(c.api.kubeconfig(WEBHOOK_USER))
+        bridge_client = await client.api_client_from_dict(c.api.kubeconfig(BRIDGE_USER))
+        health_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        health_sock.bind(("127.0.0.1", 0))
+        stop = asyncio.Event()
+        hook = asyncio.create_task(
+            webhook_main.serve(
+                webhook_settings.Settings(
+                    namespace=SYSTEM,
+                    image="kontinue/kontinue:dev",
+                    queue_systems=("kueue",),
+                    cert_poll_seconds=3600,
+                    drain_seconds=0,
+                ),
+                stop=stop,
+                api_client=hook_client,
+                sock=hook_sock,
+                backoff=FAST,
+            )
+        )
+        bridge = asyncio.create_task(
+            app.run(config(), stop=stop, api_client=bridge_client, sock=health_sock, backoff=FAST)
+        )
+        try:
+            async with kueue_controller.Kueue(c.api):
+                env = Env(c.api)
+                await env.setup_queues(gpus=1)
+                if opted_in:
+                    labels = {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: "dev"}
+                    await admin.patch(
+                        resources.CLUSTER_QUEUES,
+                        "gpu-cq",
+                        {"metadata": {"labels": labels}},
+                        content_type=api.MERGE_PATCH,
+                    )
+
+                    async def policy_accepted() -> bool:  # the webhook validates it: up
+                        assert not hook.done(), hook
+                        with contextlib.suppress(Exception):
+                            policy = copy.deepcopy(POLICY)
+                            policy["spec"]["restore"] = {"waitForSavingSeconds": wait_seconds}
+                            await admin.create(resources.CHECKPOINT_POLICIES, policy)
+                            return True
+                        return False
+
+                    await eventually(policy_accepted, within=20, what="webhook serving")
+
+                    async def plumbed() -> bool:  # its caches see the labelled queue
+                        job = _trainer_job("probe", priority="low", steps=1, save_seconds=0)
+                        dry = await admin.create(resources.JOBS, job, dry_run=True)
+                        return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
+
+                    await eventually(plumbed, within=20, what="webhook caches synced")
+                yield System(c)
+        finally:
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(hook, bridge, return_exceptions=True), 15)
+            await hook_client.close()
+            await bridge_client.close()
+            hook_sock.close()
+            health_sock.close()
+
+
+@pytest.mark.parametrize("opted_in", [True, False], ids=["opted-in", "not-opted-in"])
+async def test_a_preempted_job_resumes_from_its_saved_step_only_when_opted_in(
+    tmp_path: Path, opted_in: bool
+) -> None:
+    async with system(tmp_path, opted_in=opted_in) as s:
+        await s.admin.create(
+            resources.JOBS, _trainer_job("low", priority="low", steps=100000, save_seconds=0.2)
+        )
+        victim = await s.running_pod("low", min_step=20, exclude=set())
+        await s.admin.create(
+            resources.JOBS, _trainer_job("high", priority="high", steps=10, save_seconds=0.2)
+        )
+        await s.cluster.wait_for(
+            resources.JOBS, "high", NS, cluster.job_condition("Complete"), timeout=60
+        )
+        before = s.log(victim)
+        last_before = max(int(step) for step in PROGRESS.findall(before))
+        successor = await s.running_pod("low", min_step=1, exclude={victim["metadata"]["uid"]})
+        after = s.log(successor)
+        first_after = int(PROGRESS.findall(after)[0])
+        cps = await s.checkpoints()
+        if opted_in:
+            (cp,) = cps
+            assert cp.status.phase is checkpoint.Phase.SUCCEEDED, cp.status
+            assert cp.spec.members[0].pod_uid == victim["metadata"]["uid"]
+            assert "SAVED" in before
+            assert "RESTORED" in after
+            # Work lost per preemption: the steps between SIGTERM and the save, i.e. none.
+            assert last_before <= first_after <= last_before + 2, (last_before, first_after)
+            pod = await s.admin.get(resources.PODS, successor["metadata"]["name"], namespace=NS)
+            assert pod["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == cp.name
+            job = await s.admin.get(resources.JOBS, "low", namespace=NS)
+            assert not (job.get("status") or {}).get("failed")
+        else:
+            assert cps == []
+            assert "RESTORED" not in after
+            assert first_after == 1
+        # no pod of the preempted incarnation keeps a finalizer (it is gone)
+        assert victim["metadata"]["uid"] not in {
+            p["metadata"]["uid"] for p in await s.pods_of("low")
+        }
+
+
+async def test_a_save_slower_than_the_grace_period_never_becomes_a_restore(
+    tmp_path: Path,
+) -> None:
+    # The successor is created when the torn member is SIGKILLed, before the bridge records the
+    # Failed phase, so the webhook tells its restore init container to wait for that save; a
+    # torn save never completes, so the wait ends at the policy's bound, here 3 s.
+    async with system(tmp_path, opted_in=True, wait_seconds=3) as s:
+        await s.admin.create(
+            resources.JOBS,
+            _trainer_job("low", priority="low", steps=100000, save_seconds=GRACE + 5),
+        )
+        victim = await s.running_pod("low", min_step=10, exclude=set())
+        await s.admin.create(
+            resources.JOBS, _trainer_job("high", priority="high", steps=10, save_seconds=0.2)
+        )
+
+        async def failed() -> bool:
+            cps = await s.checkpoints()
+            return len(cps) == 1 and cps[0].status.phase is checkpoint.Phase.FAILED
+
+        await eventually(failed, within=60, what="the torn Checkpoint Failed")
+        (cp,) = await s.checkpoints()
+        assert (cp.status.members[0].reason or "").startswith("killed by SIGKILL (exit 137)")
+        successor = await s.running_pod("low", min_step=1, exclude={victim["metadata"]["uid"]})
+        after = s.log(successor)
+        assert "RESTORED" not in after
+        assert int(PROGRESS.findall(after)[0]) == 1
+        pod = await s.admin.get(resources.PODS, successor["metadata"]["name"], namespace=NS)
+        annotations = pod["metadata"].get("annotations") or {}
+        if keys.RESTORE_FROM_ANNOTATION in annotations:
+            # created while the torn save was still running: its restore init container waited
+            # for that save, which never completed, and cold-started at the policy's bound
+            (status,) = pod["status"]["initContainerStatuses"]
+            terminated = status["state"]["terminated"]
+            assert (status["name"], terminated["exitCode"]) == (keys.RESTORE_INIT_CONTAINER, 0)
+            assert terminated["message"].startswith("cold start:"), terminated
+        else:  # created once the Checkpoint was Failed: a cold start decided at admission
+            assert annotations[keys.COLD_START_REASON_ANNOTATION] == (
+                "no Succeeded checkpoint of default/Job/low"
+            )
