@@ -95,12 +95,27 @@ def mutate_pod(
         nodes=state.nodes(),
     )
     restore = _restore_plan(restore_decision, pod=pod, policy=decision.policy)
+    cold_start_reason = restore_decision.reason
+    if restore is not None:
+        # Never hand out a path the validating webhook would deny (the pod could then not be
+        # created at all): a Checkpoint recording a directory outside its lineage is not used.
+        stray = [
+            p
+            for p in (restore.source, restore.wait_for)
+            if p and not validation.inside_lineage(p, pod_lineage)
+        ]
+        if stray:
+            cold_start_reason = (
+                f"checkpoint {restore.annotation} records a directory outside lineage "
+                f"{pod_lineage.key}: {stray[0]}"
+            )
+            restore = None
     plan = plumbing.plumb_pod(
         obj,
         pod_lineage=pod_lineage,
         policy=decision.policy,
         restore=restore,
-        cold_start_reason=restore_decision.reason,
+        cold_start_reason=cold_start_reason,
         image=config.image,
     )
     return review.allow(plan.patch, [*decision.warnings, *plan.warnings])

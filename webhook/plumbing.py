@@ -247,17 +247,20 @@ def plumb_pod(
         f"{lineage.checkpoint_dir(policy, pod_lineage, f'$({keys.ENV_POD_UID})')}"
     )
 
-    # Refuse early (no patch at all) if our mount would clash with a user's mount.
+    # Refuse early (no patch at all) if our mount would clash with a user's mount: another
+    # volume at our mountPath, or our volume name at another path (the env would then lie).
     for container in spec.get("containers") or []:
         for mount in container.get("volumeMounts") or []:
-            if mount.get("mountPath") == storage.mount_path and (
-                mount.get("name") != keys.CHECKPOINT_VOLUME
-            ):
+            ours_by_path = mount.get("mountPath") == storage.mount_path
+            ours_by_name = mount.get("name") == keys.CHECKPOINT_VOLUME
+            if ours_by_path != ours_by_name:
                 return Plan(
                     [],
                     [
                         f"kontinue: container {container.get('name')} already mounts "
-                        f"{mount.get('name')} at {storage.mount_path}; pod left without checkpoints"
+                        f"{mount.get('name')} at {mount.get('mountPath')}, where Kontinue needs "
+                        f"{keys.CHECKPOINT_VOLUME} at {storage.mount_path}; pod left without "
+                        "checkpoints"
                     ],
                 )
 

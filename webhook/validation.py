@@ -95,7 +95,7 @@ def changed_reserved_annotations(pod: Obj, old_pod: Obj) -> list[FieldError]:
     ]
 
 
-def _inside(path: str, pod_lineage: checkpoint.Lineage) -> bool:
+def inside_lineage(path: str, pod_lineage: checkpoint.Lineage) -> bool:
     """Whether ``path`` lies in the lineage's own directory (no ``..`` escapes)."""
     if ".." in path.split("/"):
         return False
@@ -121,7 +121,7 @@ def _path_errors(
                 continue
             if pod_lineage is None:
                 found.append(FieldError(where, f"{name} on a pod without a lineage"))
-            elif not _inside(value, pod_lineage):
+            elif not inside_lineage(value, pod_lineage):
                 found.append(
                     FieldError(where, f"{name}={value} is outside lineage {pod_lineage.key}")
                 )

@@ -171,7 +171,30 @@ def test_mount_path_clash_leaves_the_pod_unplumbed() -> None:
     )
     verdict = _mutate(pod, _snapshot())
     assert verdict.patch == ()
-    assert "already mounts scratch" in verdict.warnings[0]
+    assert "already mounts scratch at /kontinue/checkpoints" in verdict.warnings[0]
+
+
+def test_our_volume_name_mounted_elsewhere_leaves_the_pod_unplumbed() -> None:
+    pod = support.kueue_pod()
+    pod["spec"]["volumes"].append({"name": keys.CHECKPOINT_VOLUME, "emptyDir": {}})
+    pod["spec"]["containers"][0]["volumeMounts"].append(
+        {"name": keys.CHECKPOINT_VOLUME, "mountPath": "/elsewhere"}
+    )
+    verdict = _mutate(pod, _snapshot())
+    assert verdict.patch == ()
+    assert "at /elsewhere" in verdict.warnings[0]
+
+
+def test_checkpoint_recording_a_path_outside_its_lineage_is_not_restored() -> None:
+    pod = support.kueue_pod()
+    cp = support.make_checkpoint(
+        "cp", lineage=support.lineage_of(pod), status_path="/kontinue/checkpoints/other-ns/x/y"
+    )
+    out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, cp)).patch)
+    annotations = out["metadata"]["annotations"]
+    assert keys.RESTORE_FROM_ANNOTATION not in annotations
+    assert "outside lineage" in annotations[keys.COLD_START_REASON_ANNOTATION]
+    assert "initContainers" not in out["spec"]
 
 
 def test_reserved_annotations_forged_before_us_are_overwritten() -> None:
@@ -366,12 +389,13 @@ def test_recorded_member_path_and_completion_index_pick_the_directory() -> None:
     source = _env(out["spec"]["initContainers"][0])[plumbing.ENV_RESTORE_SOURCE]["value"]
     assert source.endswith("/uid-1")
 
+    own = lineage.lineage_dir(support.lineage_of(pod))
     recorded_path = support.make_checkpoint(
-        "cp2", lineage=support.lineage_of(pod), status_path="/elsewhere/abs", minutes_ago=1
+        "cp2", lineage=support.lineage_of(pod), status_path=f"/mnt/{own}/recorded", minutes_ago=1
     )
     out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, recorded_path)).patch)
     source = _env(out["spec"]["initContainers"][0])[plumbing.ENV_RESTORE_SOURCE]["value"]
-    assert source == "/elsewhere/abs"
+    assert source == f"/mnt/{own}/recorded"
 
 
 def test_existing_init_containers_run_after_the_restore() -> None:
