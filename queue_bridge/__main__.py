@@ -17,14 +17,13 @@ def main() -> None:
         config = settings.Settings.from_env()
     except ValueError as exc:
         sys.exit(f"kontinue-bridge: {exc}")
-    tel = telemetry.setup("kontinue-bridge")
 
     async def run() -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        return await app.run(config, stop=stop, meter=tel.meter)
+        return await app.run(config, stop=stop)
 
     sys.exit(asyncio.run(run()))
 

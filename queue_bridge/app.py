@@ -23,7 +23,9 @@ from typing import Any
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 from opentelemetry import metrics
+from opentelemetry.sdk.metrics import export as metrics_export
 
+from kontinue import telemetry
 from kontinue.kube import api as kube_api
 from kontinue.kube import client
 from queue_bridge import controller as controller_module
@@ -42,7 +44,7 @@ async def run(
     *,
     stop: asyncio.Event,
     api_client: k8s_client.ApiClient | None = None,  # None: in-cluster or kubeconfig
-    meter: metrics.Meter | None = None,
+    meter: metrics.Meter | None = None,  # None: a meter whose reader /metrics serves
     sock: socket.socket | None = None,  # None: listen on config.health_host:health_port
     started: asyncio.Future[Controller] | None = None,  # tests: the controller, once built
     **cache_options: Any,  # test hooks for the watch caches
@@ -52,6 +54,10 @@ async def run(
     if api_client is None:
         api_client = await client.make_api_client()
     kube = kube_api.Api(api_client, field_manager=FIELD_MANAGER)
+    reader: metrics_export.InMemoryMetricReader | None = None
+    if meter is None:
+        reader = metrics_export.InMemoryMetricReader()
+        meter = telemetry.setup("kontinue-bridge", metric_readers=[reader]).meter
     ctrl = controller_module.Controller(kube, config=config, meter=meter, **cache_options)
     elector = leader.LeaderElector(
         kube,
@@ -68,7 +74,7 @@ async def run(
         return ["leader-election"] if election is not None and election.done() else []
 
     state = health.Health(
-        synced=lambda: ctrl.caches.synced, leading=lambda: ctrl.leading, dead=dead
+        synced=lambda: ctrl.caches.synced, leading=lambda: ctrl.leading, dead=dead, metrics=reader
     )
     runner = web.AppRunner(health.create_app(state), handle_signals=False, access_log=None)
     await runner.setup()
@@ -76,6 +82,8 @@ async def run(
         site: web.BaseSite
         if sock is None:
             site = web.TCPSite(runner, config.health_host, config.health_port)
+            if config.metrics_port:
+                await web.TCPSite(runner, config.health_host, config.metrics_port).start()
         else:
             site = web.SockSite(runner, sock)
         await site.start()

@@ -39,6 +39,8 @@ class Settings:
     lease_deadline_seconds: float = 10.0
     health_host: str = "0.0.0.0"
     health_port: int = 8081
+    metrics_port: int = 8080
+    """``/metrics`` (also served on the health port); 0 turns the second listener off."""
     workers: int = 4
     max_queued_keys: int = 10_000
     resync_seconds: float = 300.0
@@ -61,6 +63,8 @@ class Settings:
             raise ValueError(f"KONTINUE_BRIDGE_MAX_KEYS: must be >= 1, got {self.max_queued_keys}")
         if not 0 < self.health_port < 65536:
             raise ValueError(f"KONTINUE_HEALTH_PORT: {self.health_port} is not a port number")
+        if not 0 <= self.metrics_port < 65536:
+            raise ValueError(f"KONTINUE_METRICS_PORT: {self.metrics_port} is not a port number")
         for name, value in (
             ("KONTINUE_RESYNC_SECONDS", self.resync_seconds),
             ("KONTINUE_FINALIZER_MARGIN_SECONDS", self.finalizer_margin_seconds),
@@ -86,6 +90,7 @@ class Settings:
         for variable, field in (
             ("KONTINUE_LEASE_DURATION_SECONDS", "lease_duration_seconds"),
             ("KONTINUE_HEALTH_PORT", "health_port"),
+            ("KONTINUE_METRICS_PORT", "metrics_port"),
             ("KONTINUE_BRIDGE_WORKERS", "workers"),
             ("KONTINUE_BRIDGE_MAX_KEYS", "max_queued_keys"),
         ):

@@ -28,9 +28,8 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics import export as metrics_export
 
 from emulator.apiserver import server
 from kontinue import keys, lineage
@@ -76,6 +75,7 @@ def config(identity: str = "bridge-a", **overrides: Any) -> settings.Settings:
         "finalizer_margin_seconds": 2.0,
         "settle_seconds": 0.3,
         "resync_seconds": 60.0,
+        "metrics_port": 0,  # /metrics stays reachable on the health socket
     }
     values.update(overrides)
     return settings.Settings(**values)
@@ -90,13 +90,20 @@ class Bridge:
         stop: asyncio.Event,
         ctrl: app.Controller,
         port: int,
-        metrics: metrics_export.InMemoryMetricReader,
     ) -> None:
-        self.metrics = metrics
         self.task = task
         self.stop = stop
         self.controller = ctrl
         self.health_url = f"http://127.0.0.1:{port}"
+
+    async def scrape(self) -> str:
+        """``GET /metrics`` on the replica's health port."""
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(self.health_url + "/metrics") as response,
+        ):
+            assert response.status == 200
+            return await response.text()
 
     @property
     def leading(self) -> bool:
@@ -134,14 +141,11 @@ class Cluster:
         self._clients.append(sock)
         stop = asyncio.Event()
         started: asyncio.Future[app.Controller] = asyncio.get_running_loop().create_future()
-        reader = metrics_export.InMemoryMetricReader()
-        meter = MeterProvider(metric_readers=[reader]).get_meter("bridge")
         task = asyncio.create_task(
             app.run(
                 config(identity, **overrides),
                 stop=stop,
                 api_client=api_client,
-                meter=meter,
                 sock=sock,
                 started=started,
                 backoff=FAST,
@@ -149,7 +153,7 @@ class Cluster:
             )
         )
         ctrl = await asyncio.wait_for(started, timeout=10)
-        bridge = Bridge(task, stop, ctrl, sock.getsockname()[1], reader)
+        bridge = Bridge(task, stop, ctrl, sock.getsockname()[1])
         self.bridges.append(bridge)
         return bridge
 

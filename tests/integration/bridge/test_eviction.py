@@ -32,7 +32,7 @@ async def test_eviction_makes_one_checkpoint_that_succeeds_when_every_member_sav
     cluster: Cluster,
 ) -> None:
     job, workload, pods = await _evicted_running_job(cluster)
-    await cluster.start_bridge()
+    bridge = await cluster.start_bridge()
     evicted = await cluster.evict(workload)
 
     async def created() -> bool:
@@ -101,6 +101,12 @@ async def test_eviction_makes_one_checkpoint_that_succeeds_when_every_member_sav
         kinds = sorted(e["involvedObject"]["kind"] for e in events)
         assert kinds == ["Checkpoint", "Job", "Workload"], kinds
     assert len(await cluster.checkpoints()) == 1
+    scraped = await bridge.scrape()
+    assert 'kontinue_bridge_checkpoints{phase="Succeeded"} 1' in scraped
+    for phase in ("Pending", "InProgress", "Succeeded"):
+        assert f'kontinue_bridge_checkpoint_transitions_total{{phase="{phase}"}} 1' in scraped
+    assert 'kontinue_bridge_reaction_latency_count{source="Kueue"} 1' in scraped
+    assert 'kontinue_bridge_finalizers_released_total{reason="result recorded"} 2' in scraped
 
 
 @pytest.mark.parametrize(
