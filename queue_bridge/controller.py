@@ -257,7 +257,13 @@ class Caches:
 class Metrics:
     """The bridge's OpenTelemetry instruments (names in docs/operations.md)."""
 
-    def __init__(self, meter: metrics.Meter, caches: Caches, queue: queueing.WorkQueue[Key]):
+    def __init__(
+        self,
+        meter: metrics.Meter,
+        caches: Caches,
+        queue: queueing.WorkQueue[Key],
+        leading: Callable[[], bool],
+    ) -> None:
         def by_phase(_: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
             counts = collections.Counter(cp.status.phase.value for cp in caches.checkpoints.items())
             for phase in checkpoint.Phase:
@@ -271,6 +277,16 @@ class Metrics:
             callbacks=[by_phase],
             unit="{checkpoint}",
             description="Checkpoints in the cluster, by phase",
+        )
+
+        def leader(_: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+            yield metrics.Observation(1 if leading() else 0)
+
+        meter.create_observable_gauge(
+            "kontinue.bridge.leader",
+            callbacks=[leader],
+            unit="1",
+            description="1 while this replica holds the Lease and works, else 0",
         )
         meter.create_observable_gauge(
             "kontinue.bridge.queue.depth",
@@ -330,7 +346,7 @@ class Controller:
         self.recorder = recording.Recorder(kube, instance=config.identity)
         # Our AdmissionCheck entries are applied under their own field manager, as Kueue's are.
         self.applier = kube_api.Api(kube.api_client, field_manager=admission_check.FIELD_MANAGER)
-        self.metrics = Metrics(meter, self.caches, self.queue)
+        self.metrics = Metrics(meter, self.caches, self.queue, lambda: self.leading)
         self.leading = False
         self._warned_jobs: set[str] = set()
         c = self.caches

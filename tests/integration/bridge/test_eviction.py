@@ -103,6 +103,7 @@ async def test_eviction_makes_one_checkpoint_that_succeeds_when_every_member_sav
     assert len(await cluster.checkpoints()) == 1
     scraped = await bridge.scrape()
     assert 'kontinue_bridge_checkpoints{phase="Succeeded"} 1' in scraped
+    assert "kontinue_bridge_leader 1" in scraped
     for phase in ("Pending", "InProgress", "Succeeded"):
         assert f'kontinue_bridge_checkpoint_transitions_total{{phase="{phase}"}} 1' in scraped
     assert 'kontinue_bridge_reaction_latency_count{source="Kueue"} 1' in scraped
