@@ -301,3 +301,47 @@ async def test_a_save_slower_than_the_grace_period_never_becomes_a_restore(
             assert annotations[keys.COLD_START_REASON_ANNOTATION] == (
                 "no Succeeded checkpoint of default/Job/low"
             )
+
+
+PREEMPTIONS = 20
+
+
+async def test_twenty_preemptions_leave_the_job_running_and_restored_each_time(
+    tmp_path: Path,
+) -> None:
+    async with system(tmp_path, opted_in=True) as s:
+        await s.admin.create(
+            resources.JOBS, _trainer_job("low", priority="low", steps=100000, save_seconds=0.05)
+        )
+        current = await s.running_pod("low", min_step=3, exclude=set())
+        seen = {current["metadata"]["uid"]}
+        for round_ in range(1, PREEMPTIONS + 1):
+            high = f"high-{round_}"
+            await s.admin.create(
+                resources.JOBS, _trainer_job(high, priority="high", steps=3, save_seconds=0.05)
+            )
+            await s.cluster.wait_for(
+                resources.JOBS, high, NS, cluster.job_condition("Complete"), timeout=60
+            )
+            saved = max(int(step) for step in PROGRESS.findall(s.log(current)))
+            successor = await s.running_pod("low", min_step=saved + 1, exclude=seen)
+            seen.add(successor["metadata"]["uid"])
+            cps = sorted(await s.checkpoints(), key=lambda cp: cp.spec.trigger.time)
+            newest = max(cps, key=lambda cp: (cp.spec.trigger.time, cp.name))
+            assert newest.spec.members[0].pod_uid == current["metadata"]["uid"], round_
+            assert newest.status.phase is checkpoint.Phase.SUCCEEDED, (round_, newest.status)
+            pod = await s.admin.get(resources.PODS, successor["metadata"]["name"], namespace=NS)
+            assert pod["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == newest.name
+            after = s.log(successor)
+            assert f"RESTORED step={saved} " in after, (round_, saved, after[:300])
+            current = successor
+        job = await s.admin.get(resources.JOBS, "low", namespace=NS)
+        status = job.get("status") or {}
+        assert not status.get("failed"), status
+        assert not cluster.job_finished(job), status
+        cps = await s.checkpoints()
+        assert len(cps) == PREEMPTIONS
+        # retention (default keep 3): the older Succeeded ones are Expired, the newest 3 kept
+        phases = sorted(cp.status.phase.value for cp in cps)
+        assert phases.count("Succeeded") == 3, phases
+        assert phases.count("Expired") == PREEMPTIONS - 3, phases
