@@ -159,8 +159,16 @@ async def start(
 
 
 async def stop(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait for each to end, cancelling again until it does.
+
+    Python 3.11's ``asyncio.wait_for`` can swallow a cancellation that arrives just as the inner
+    future completes (CPython gh-86296, fixed in 3.12); a task that lost its cancellation that way
+    would otherwise keep running and a shutdown would hang.
+    """
     for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=0.1)
+        if not task.cancelled():
+            with contextlib.suppress(Exception):
+                task.result()

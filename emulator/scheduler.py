@@ -90,7 +90,8 @@ class Scheduler:
     async def _loop(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), timeout=1.0)
+                async with asyncio.timeout(1.0):  # not wait_for: it can swallow a cancel (3.11)
+                    await self._dirty.wait()
             self._dirty.clear()
             try:
                 await self.schedule_pending()

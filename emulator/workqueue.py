@@ -9,7 +9,6 @@ and the key retried after ``retry_seconds`` (the rate limiter, simplified to a f
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
@@ -61,10 +60,9 @@ class WorkQueue(Generic[K]):
 
     async def stop(self) -> None:
         for task in [*self._tasks, *self._timers]:
-            task.cancel()
-        for task in [*self._tasks, *self._timers]:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            while not task.done():  # see emulator.informer.stop: a cancel can be swallowed
+                task.cancel()
+                await asyncio.wait({task}, timeout=0.1)
 
     @property
     def idle(self) -> bool:

@@ -72,11 +72,7 @@ class Agent:
 
     async def stop(self) -> None:
         await informer.stop(self._informer_tasks)
-        for task in self._tasks.values():
-            task.cancel()
-        for task in list(self._tasks.values()):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await informer.stop(list(self._tasks.values()))
         await self.runtime.close()
 
     def _changed(self, kind: str, pod: Object) -> None:
