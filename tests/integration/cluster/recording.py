@@ -1,4 +1,5 @@
-"""A background watch that records every pod event (the order of writes is what tests assert)."""
+"""Test helpers: a background watch recording every pod event (the order of writes is what the
+tests assert) and a wait for a Job pod that is really running."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import asyncio
 from types import TracebackType
 from typing import Any
 
-from emulator import informer
+from emulator import cluster, informer
 from emulator.apiserver import server
+from kontinue import keys
 from kontinue.kube import resources
 
 Object = dict[str, Any]
@@ -49,3 +51,27 @@ class PodEvents:
 
     def of(self, name: str) -> list[tuple[str, Object]]:
         return [(kind, obj) for kind, obj in self.events if obj["metadata"]["name"] == name]
+
+
+async def running_pod(c: cluster.Cluster, job: str, *, progress: int = 3) -> Object:
+    """Wait until one pod of ``job`` is Running and has printed ``progress`` steps."""
+
+    def progressed(pod: Object | None) -> bool:
+        if pod is None or not cluster.pod_phase("Running")(pod):
+            return False
+        container = c.container(pod, "trainer")
+        if container is None or not container.spec.log_path.exists():
+            return False
+        return container.spec.log_path.read_text().count("PROGRESS ") >= progress
+
+    for _ in range(500):
+        pods = await c.pods(labels={keys.JOB_NAME_LABEL: job})
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        if live:
+            found = await c.wait_for(
+                resources.PODS, live[0]["metadata"]["name"], "default", progressed, timeout=30
+            )
+            assert found is not None
+            return found
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no pod of {job} appeared")

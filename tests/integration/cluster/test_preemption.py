@@ -17,7 +17,6 @@ from kontinue import keys
 from kontinue.kube import resources
 from reference_workload import checkpoint_format
 from tests.integration.cluster import recording, workloads
-from tests.integration.cluster.test_suspend import _running_pod
 
 ONE_GPU = gpus.GpuProfile(count=1)
 
@@ -29,7 +28,7 @@ async def test_high_priority_pod_preempts_low_priority_job(tmp_path: Path) -> No
         await admin.create(resources.PRIORITY_CLASSES, workloads.priority_class("high", 1000000))
         long = workloads.trainer_container(steps=100000, rate=50, save_seconds=0.2)
         await admin.create(resources.JOBS, workloads.job("low-job", long, priority_class="low"))
-        victim = await _running_pod(c, "low-job")
+        victim = await recording.running_pod(c, "low-job")
         victim_name = victim["metadata"]["name"]
         short = workloads.trainer_container(steps=3, rate=50)
         async with recording.PodEvents(c.api) as events:

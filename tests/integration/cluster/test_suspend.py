@@ -8,7 +8,6 @@ and the pod object disappears. ``failed``/``succeeded`` never appear (job-accoun
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -16,37 +15,12 @@ import pytest
 
 from emulator import cluster, nodes
 from emulator.kubelet import state
-from kontinue import keys
 from kontinue.kube import api as kube_api
 from kontinue.kube import resources
 from reference_workload import checkpoint_format
 from tests.integration.cluster import recording, workloads
 
 LONG = workloads.trainer_container(steps=100000, rate=50, save_seconds=0.1)
-
-
-async def _running_pod(c: cluster.Cluster, job: str, *, progress: int = 3) -> dict[str, object]:
-    """Wait until one pod of ``job`` is Running and has printed ``progress`` steps."""
-
-    def progressed(pod: dict[str, object] | None) -> bool:
-        if pod is None or not cluster.pod_phase("Running")(pod):
-            return False
-        container = c.container(pod, "trainer")
-        if container is None or not container.spec.log_path.exists():
-            return False
-        return container.spec.log_path.read_text().count("PROGRESS ") >= progress
-
-    for _ in range(500):
-        pods = await c.pods(labels={keys.JOB_NAME_LABEL: job})
-        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-        if live:
-            found = await c.wait_for(
-                resources.PODS, live[0]["metadata"]["name"], "default", progressed, timeout=30
-            )
-            assert found is not None
-            return found
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"no pod of {job} appeared")
 
 
 async def _suspend(c: cluster.Cluster, name: str, value: bool) -> None:
@@ -62,7 +36,7 @@ async def _suspend(c: cluster.Cluster, name: str, value: bool) -> None:
 async def test_suspend_sigterms_saves_and_counts_nothing_then_resume(tmp_path: Path) -> None:
     async with cluster.Cluster(nodes=[nodes.NodeSpec("gpu-a")], workdir=tmp_path) as c:
         await c.client().create(resources.JOBS, workloads.job("train", LONG))
-        pod = await _running_pod(c, "train")
+        pod = await recording.running_pod(c, "train")
         name = pod["metadata"]["name"]
         async with recording.PodEvents(c.api) as events:
             await _suspend(c, "train", True)
@@ -112,7 +86,7 @@ async def test_suspend_sigterms_saves_and_counts_nothing_then_resume(tmp_path: P
 
         # Resume: a new pod, the Suspended condition flips to JobResumed, startTime is reset.
         await _suspend(c, "train", False)
-        again = await _running_pod(c, "train", progress=1)
+        again = await recording.running_pod(c, "train", progress=1)
         assert again["metadata"]["uid"] != pod["metadata"]["uid"]
         job = await c.wait_for(
             resources.JOBS, "train", "default", lambda j: (j or {}).get("status", {}).get("active")
@@ -130,7 +104,7 @@ async def test_save_slower_than_grace_is_killed_137_and_leaves_a_torn_directory(
     slow = workloads.trainer_container(steps=100000, rate=50, save_seconds=30)
     async with cluster.Cluster(nodes=[nodes.NodeSpec("gpu-a")], workdir=tmp_path) as c:
         await c.client().create(resources.JOBS, workloads.job("slow", slow, grace=2))
-        pod = await _running_pod(c, "slow")
+        pod = await recording.running_pod(c, "slow")
         async with recording.PodEvents(c.api) as events:
             await _suspend(c, "slow", True)
             await c.wait_for(resources.PODS, pod["metadata"]["name"], "default", cluster.gone)
