@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 import logging
 import shutil
 import sys
@@ -92,7 +94,9 @@ async def _main(args: argparse.Namespace) -> int:
     print()
     print(report.table(metrics.reports(runs)))
     chart = report.chart(runs, out / "occupancy.png")
-    print(f"\nchart: {chart}")
+    raw = out / "timeline.json"
+    raw.write_text(json.dumps([dataclasses.asdict(run) for run in runs], indent=1))
+    print(f"\nchart: {chart}\nraw timeline: {raw}")
     return 0
 
 
