@@ -18,19 +18,26 @@ Object = dict[str, Any]
 class PodEvents:
     """``async with PodEvents(api) as events``; ``events.of(name)`` lists that pod's versions."""
 
-    def __init__(self, api: server.ApiServer, namespace: str = "default") -> None:
+    def __init__(
+        self,
+        api: server.ApiServer,
+        namespace: str = "default",
+        *,
+        resource: resources.Resource = resources.PODS,
+    ) -> None:
         self.client = api.client("admin")
         self.namespace = namespace
+        self.resource = resource
         self.events: list[tuple[str, Object]] = []
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
 
     async def _run(self) -> None:
-        listed = await self.client.list(resources.PODS, namespace=self.namespace)
+        listed = await self.client.list(self.resource, namespace=self.namespace)
         version = listed["metadata"]["resourceVersion"]
         self._ready.set()
         async for event in self.client.watch(
-            resources.PODS, namespace=self.namespace, resource_version=version
+            self.resource, namespace=self.namespace, resource_version=version
         ):
             if event["type"] != "BOOKMARK":
                 self.events.append((event["type"], event["object"]))
