@@ -19,6 +19,7 @@ from typing import Any
 
 from kontinue import catalog, keys, lineage
 from kontinue.models import base, core, errors
+from kontinue.models import policy as policy_model
 from webhook import optin, plumbing, review, settings, validation
 from webhook import state as state_module
 
@@ -35,7 +36,7 @@ def _restore_plan(
     decision: catalog.RestoreDecision,
     *,
     pod: core.Pod,
-    policy: Any,
+    policy: policy_model.CheckpointPolicy,
 ) -> plumbing.Restore | None:
     index_text = pod.metadata.annotation(keys.JOB_COMPLETION_INDEX_ANNOTATION)
     index = int(index_text) if index_text and index_text.isdigit() else None

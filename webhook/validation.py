@@ -15,6 +15,7 @@ Each function returns *all* problems it finds, each with a field path (kueue's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kontinue import keys, lineage
@@ -27,7 +28,7 @@ FieldError = errors.FieldError
 Obj = dict[str, Any]
 
 
-def _parse_errors(loader: Any, obj: Obj) -> list[FieldError]:
+def _parse_errors(loader: Callable[[object], object], obj: Obj) -> list[FieldError]:
     try:
         loader(obj)
     except errors.InvalidObject as exc:
