@@ -61,21 +61,27 @@ def container_requests(container: Mapping[str, Any]) -> Resources:
 
 
 def pod_requests(pod: Mapping[str, Any]) -> Resources:
-    """What ``pod`` takes from a node (including one ``pods`` slot)."""
+    """What ``pod`` takes from a node (including one ``pods`` slot).
+
+    With native sidecars (KEP-753): the regular containers plus every sidecar, or an init
+    container plus the sidecars started before it, whichever is larger per resource.
+    """
     spec = pod.get("spec") or {}
     total: Resources = {}
     for container in spec.get("containers") or []:
         _add(total, container_requests(container))
     sidecars: Resources = {}
+    peak: Resources = {}
     for container in spec.get("initContainers") or []:
         need = container_requests(container)
         if container.get("restartPolicy") == "Always":
             _add(sidecars, need)
             continue
         for name, value in need.items():
-            if value + sidecars.get(name, Fraction(0)) > total.get(name, Fraction(0)):
-                total[name] = value + sidecars.get(name, Fraction(0))
+            peak[name] = max(peak.get(name, Fraction(0)), value + sidecars.get(name, Fraction(0)))
     _add(total, sidecars)
+    for name, value in peak.items():
+        total[name] = max(total.get(name, Fraction(0)), value)
     total["pods"] = Fraction(1)
     return total
 
