@@ -23,10 +23,9 @@ import aiohttp
 from emulator import cluster, gpus, nodes
 from emulator.kueue import controller
 from kontinue import keys, lineage
-from kontinue.kube import api, client, resources
+from kontinue.kube import client, errors, resources
 from kontinue.models import checkpoint
 from tests import fixtures
-from tests.integration.cluster.test_kueue import Env
 from tests.integration.webhook.test_emulator import FAST, SYSTEM, WEBHOOK_USER, eventually
 from webhook import __main__ as main
 from webhook import settings
@@ -85,6 +84,60 @@ def _job() -> Obj:
     }
 
 
+def _cluster_queue() -> Obj:
+    quotas = [
+        {"name": "cpu", "nominalQuota": 32},
+        {"name": "memory", "nominalQuota": "128Gi"},
+        {"name": keys.GPU_RESOURCE, "nominalQuota": 4},
+    ]
+    group = {
+        "coveredResources": ["cpu", "memory", keys.GPU_RESOURCE],
+        "flavors": [{"name": "h100", "resources": quotas}],
+    }
+    return {
+        "apiVersion": resources.CLUSTER_QUEUES.api_version,
+        "kind": "ClusterQueue",
+        "metadata": {
+            "name": "gpu-cq",
+            "labels": {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: "dev"},
+        },
+        "spec": {"namespaceSelector": {}, "resourceGroups": [group]},
+    }
+
+
+async def _queues(admin: Any) -> None:
+    """A PriorityClass, one ResourceFlavor, a ClusterQueue with 4 GPUs that opts in with policy
+    ``dev``, and the LocalQueue ``team`` (shapes of Kueue's single-clusterqueue-setup example)."""
+    await admin.create(
+        resources.PRIORITY_CLASSES,
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "low"},
+            "value": 100,
+        },
+    )
+    await admin.create(
+        resources.RESOURCE_FLAVORS,
+        {
+            "apiVersion": resources.RESOURCE_FLAVORS.api_version,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "h100"},
+            "spec": {"nodeLabels": {keys.GPU_PRODUCT_LABEL: gpus.H100.product}},
+        },
+    )
+    await admin.create(resources.CLUSTER_QUEUES, _cluster_queue())
+    await admin.create(
+        resources.LOCAL_QUEUES,
+        {
+            "apiVersion": resources.LOCAL_QUEUES.api_version,
+            "kind": "LocalQueue",
+            "metadata": {"name": "team", "namespace": NS},
+            "spec": {"clusterQueue": "gpu-cq"},
+        },
+    )
+
+
 async def _ready(url: str, trust: bytes) -> bool:
     context = ssl.create_default_context(cadata=trust.decode())
     try:
@@ -141,18 +194,6 @@ async def test_kueue_job_pods_run_plumbed_on_the_emulated_kubelet(tmp_path: Path
         )
         try:
             async with controller.Kueue(c.api):
-                env = Env(c.api)
-                await env.setup_queues(gpus=4)
-                await admin.patch(
-                    resources.CLUSTER_QUEUES,
-                    "gpu-cq",
-                    {
-                        "metadata": {
-                            "labels": {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: "dev"}
-                        }
-                    },
-                    content_type=api.MERGE_PATCH,
-                )
 
                 async def webhook_ready() -> bool:
                     assert not serving.done(), serving
@@ -165,6 +206,16 @@ async def test_kueue_job_pods_run_plumbed_on_the_emulated_kubelet(tmp_path: Path
                 await eventually(webhook_ready, within=20)
                 # (validated by the webhook, failurePolicy Fail: only possible once it serves)
                 await admin.create(resources.CHECKPOINT_POLICIES, POLICY)
+
+                async def policy_known() -> bool:  # the queue label naming it is validated
+                    try:
+                        await admin.create(resources.CLUSTER_QUEUES, _cluster_queue(), dry_run=True)
+                    except errors.Invalid:
+                        return False
+                    return True
+
+                await eventually(policy_known, within=20)
+                await _queues(admin)
 
                 async def job_is_patched() -> bool:  # caches have the labelled queue
                     dry = await admin.create(resources.JOBS, _job(), dry_run=True)
