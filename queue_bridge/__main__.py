@@ -1,5 +1,6 @@
 """``kontinue-bridge``: run one queue-bridge replica until SIGTERM (exit 0) or until it loses
-its Lease (exit 1, so Kubernetes restarts it and it campaigns afresh)."""
+its Lease (exit 1, so Kubernetes restarts it and it campaigns afresh). Bad settings or no usable
+Kubernetes client configuration end it at once with one line naming the cause."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import asyncio
 import signal
 import sys
 
+from kubernetes_asyncio.config.config_exception import ConfigException
+
 from kontinue import telemetry
+from kontinue.kube import client
 from queue_bridge import app, settings
 
 
@@ -23,7 +27,16 @@ def main() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        return await app.run(config, stop=stop)
+        try:
+            api_client = await client.make_api_client()
+        except (ConfigException, OSError) as exc:
+            raise SystemExit(
+                f"kontinue-bridge: no Kubernetes client configuration: {exc}"
+            ) from None
+        try:
+            return await app.run(config, stop=stop, api_client=api_client)
+        finally:
+            await api_client.close()
 
     sys.exit(asyncio.run(run()))
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
 import aiohttp
 
 from kontinue.kube import resources
 from queue_bridge import app
-from tests.integration.bridge.conftest import SYSTEM, Bridge, Cluster, eventually
+from tests.integration.bridge.conftest import BRIDGE_USER, SYSTEM, Bridge, Cluster, eventually
 
 
 async def _no_pods_left(cluster: Cluster, pods: list[dict[str, object]]) -> bool:
@@ -113,3 +121,47 @@ async def test_health_endpoints_tell_ready_leader_from_standby(cluster: Cluster)
         assert await get(leader, "/readyz") == (200, "ok: leader\n")
         assert await get(standby, "/readyz") == (200, "ok: standby\n")
         assert await get(leader, "/healthz") == (200, "ok\n")
+
+
+async def test_the_entry_point_leads_serves_health_and_releases_its_lease_on_sigterm(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps(cluster.emulated.kubeconfig(BRIDGE_USER)))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "KONTINUE_NAMESPACE": SYSTEM,
+        "KONTINUE_POD_NAME": "bridge-process",
+        "KONTINUE_HEALTH_HOST": "127.0.0.1",
+        "KONTINUE_HEALTH_PORT": str(port),
+        "KONTINUE_METRICS_PORT": "0",
+    }
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "queue_bridge", env=env, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        async with aiohttp.ClientSession() as session:
+
+            async def leading() -> bool:
+                assert process.returncode is None
+                try:
+                    async with session.get(f"http://127.0.0.1:{port}/readyz") as response:
+                        return await response.text() == "ok: leader\n"
+                except aiohttp.ClientConnectionError:
+                    return False
+
+            await eventually(leading, within=20, what="the process leads")
+        process.send_signal(signal.SIGTERM)
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    lease = await cluster.admin.get(resources.LEASES, "kontinue-bridge", namespace=SYSTEM)
+    assert lease["spec"]["holderIdentity"] == ""  # released: a standby takes over at once
