@@ -91,8 +91,9 @@ def _trainer_job(name: str, *, priority: str, steps: int, save_seconds: float) -
 
 
 class System:
-    def __init__(self, c: cluster.Cluster) -> None:
+    def __init__(self, c: cluster.Cluster, bridges: dict[str, asyncio.Task[int]]) -> None:
         self.cluster = c
+        self.bridges = bridges
         self.admin = c.client()
 
     async def pods_of(self, job: str) -> list[Obj]:
@@ -131,7 +132,7 @@ class System:
 
 @contextlib.asynccontextmanager
 async def system(
-    tmp_path: Path, *, opted_in: bool, wait_seconds: int = 600
+    tmp_path: Path, *, opted_in: bool, wait_seconds: int = 600, replicas: int = 1
 ) -> AsyncIterator[System]:
     one_gpu = gpus.GpuProfile(count=1)
     specs = [nodes.NodeSpec("gpu-a", gpu=one_gpu), nodes.NodeSpec("gpu-b", gpu=one_gpu)]
@@ -157,8 +158,9 @@ async def system(
         )
         hook_client = await client.api_client_from_dict(c.api.kubeconfig(WEBHOOK_USER))
         bridge_client = await client.api_client_from_dict(c.api.kubeconfig(BRIDGE_USER))
-        health_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        health_sock.bind(("127.0.0.1", 0))
+        health_socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(replicas)]
+        for health_sock in health_socks:
+            health_sock.bind(("127.0.0.1", 0))
         stop = asyncio.Event()
         hook = asyncio.create_task(
             webhook_main.serve(
@@ -175,9 +177,18 @@ async def system(
                 backoff=FAST,
             )
         )
-        bridge = asyncio.create_task(
-            app.run(config(), stop=stop, api_client=bridge_client, sock=health_sock, backoff=FAST)
-        )
+        bridges = {
+            f"bridge-{i}": asyncio.create_task(
+                app.run(
+                    config(f"bridge-{i}"),
+                    stop=stop,
+                    api_client=bridge_client,
+                    sock=health_sock,
+                    backoff=FAST,
+                )
+            )
+            for i, health_sock in enumerate(health_socks)
+        }
         try:
             async with kueue_controller.Kueue(c.api):
                 env = Env(c.api)
@@ -208,14 +219,17 @@ async def system(
                         return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
 
                     await eventually(plumbed, within=20, what="webhook caches synced")
-                yield System(c)
+                yield System(c, bridges)
         finally:
             stop.set()
-            await asyncio.wait_for(asyncio.gather(hook, bridge, return_exceptions=True), 15)
+            await asyncio.wait_for(
+                asyncio.gather(hook, *bridges.values(), return_exceptions=True), 15
+            )
             await hook_client.close()
             await bridge_client.close()
             hook_sock.close()
-            health_sock.close()
+            for health_sock in health_socks:
+                health_sock.close()
 
 
 @pytest.mark.parametrize("opted_in", [True, False], ids=["opted-in", "not-opted-in"])
@@ -345,3 +359,42 @@ async def test_twenty_preemptions_leave_the_job_running_and_restored_each_time(
         phases = sorted(cp.status.phase.value for cp in cps)
         assert phases.count("Succeeded") == 3, phases
         assert phases.count("Expired") == PREEMPTIONS - 3, phases
+
+
+async def test_killing_the_active_bridge_mid_checkpoint_loses_nothing(tmp_path: Path) -> None:
+    async with system(tmp_path, opted_in=True, replicas=2) as s:
+        await s.admin.create(
+            resources.JOBS, _trainer_job("low", priority="low", steps=100000, save_seconds=2.0)
+        )
+        victim = await s.running_pod("low", min_step=5, exclude=set())
+        await s.admin.create(
+            resources.JOBS, _trainer_job("high", priority="high", steps=3, save_seconds=0.05)
+        )
+
+        async def saving() -> bool:
+            cps = await s.checkpoints()
+            return len(cps) == 1 and cps[0].status.phase is checkpoint.Phase.IN_PROGRESS
+
+        await eventually(saving, within=30, what="the Checkpoint InProgress")
+        lease = await s.admin.get(resources.LEASES, "kontinue-bridge", namespace=SYSTEM)
+        holder = lease["spec"]["holderIdentity"]
+        s.bridges[holder].cancel()  # the leader dies while its member is still saving
+        with contextlib.suppress(asyncio.CancelledError):
+            await s.bridges[holder]
+
+        async def terminal() -> bool:
+            cps = await s.checkpoints()
+            return len(cps) == 1 and cps[0].status.phase is checkpoint.Phase.SUCCEEDED
+
+        await eventually(terminal, within=30, what="Succeeded under the other replica")
+        lease = await s.admin.get(resources.LEASES, "kontinue-bridge", namespace=SYSTEM)
+        assert lease["spec"]["holderIdentity"] not in ("", holder)
+        (cp,) = await s.checkpoints()
+        successor = await s.running_pod("low", min_step=1, exclude={victim["metadata"]["uid"]})
+        assert "RESTORED" in s.log(successor)
+        pod = await s.admin.get(resources.PODS, successor["metadata"]["name"], namespace=NS)
+        assert pod["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == cp.name
+        # the victim's finalizer was removed once its result was recorded: it is gone
+        assert victim["metadata"]["uid"] not in {
+            p["metadata"]["uid"] for p in await s.pods_of("low")
+        }
