@@ -53,6 +53,8 @@ POD = "Pod"
 JOB = "Job"
 ADMISSION_CHECK = "AdmissionCheck"
 Clock = Callable[[], datetime.datetime]
+SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+"""Histogram bounds for sub-second work (OpenTelemetry's default starts at 0, 5, 10 s)."""
 
 
 def _utcnow() -> datetime.datetime:
@@ -303,6 +305,7 @@ class Metrics:
             "kontinue.bridge.reaction_latency",
             unit="s",
             description="From the eviction's condition time (1 s resolution) to its Checkpoint",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
         )
         self.errors = meter.create_counter(
             "kontinue.bridge.reconcile.errors",
@@ -313,6 +316,7 @@ class Metrics:
             "kontinue.bridge.reconcile.duration",
             unit="s",
             description="Time spent handling one key, by kind",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
         )
         self.finalizers = meter.create_counter(
             "kontinue.bridge.finalizers.released",
@@ -690,7 +694,13 @@ class Controller:
         status = cp.status.model_copy(
             update={"phase": checkpoint.Phase.EXPIRED, "message": f"expired: {reason}"}
         )
-        raw = await acting.write_status(self.kube, cp, status)
+        try:
+            raw = await acting.write_status(self.kube, cp, status)
+        except errors.Conflict:
+            # Changed since our cache saw it (often: another worker expired it first). Its own
+            # watch event requeues it, and that reconcile decides again from the new state.
+            log.debug("expiry of %s/%s raced a change; re-deciding", cp.metadata.namespace, cp.name)
+            return
         self.metrics.transitions.add(1, {"phase": checkpoint.Phase.EXPIRED.value})
         log.info(
             "checkpoint expired checkpoint=%s/%s reason=%s", cp.metadata.namespace, cp.name, reason

@@ -33,8 +33,12 @@ async def test_retention_keeps_the_newest_and_expiry_follows_the_deleted_job(
     await eventually(retained, what="older checkpoints expired, newest kept")
     older = await cluster.get_checkpoint("older")
     assert older.status.message == "expired: retention: more than 1 newer checkpoints kept"
-    expired = await cluster.events(reason=keys.EVENT_CHECKPOINT_EXPIRED)
-    assert {e["involvedObject"]["name"] for e in expired} == {"oldest", "older", "torn"}
+
+    async def told() -> bool:  # each Event follows its status write
+        expired = await cluster.events(reason=keys.EVENT_CHECKPOINT_EXPIRED)
+        return {e["involvedObject"]["name"] for e in expired} == {"oldest", "older", "torn"}
+
+    await eventually(told, what="one CheckpointExpired Event per expired Checkpoint")
 
     await cluster.admin.delete(resources.JOBS, job["metadata"]["name"], namespace=NS)
 

@@ -95,11 +95,14 @@ async def test_eviction_makes_one_checkpoint_that_succeeds_when_every_member_sav
 
     await eventually(released, what="finalizers removed (pods gone)")
 
-    started = await cluster.events(reason=keys.EVENT_CHECKPOINT_STARTED)
-    done = await cluster.events(reason=keys.EVENT_CHECKPOINT_SUCCEEDED)
-    for events in (started, done):
-        kinds = sorted(e["involvedObject"]["kind"] for e in events)
-        assert kinds == ["Checkpoint", "Job", "Workload"], kinds
+    async def told() -> bool:  # Events follow the writes they report
+        for reason in (keys.EVENT_CHECKPOINT_STARTED, keys.EVENT_CHECKPOINT_SUCCEEDED):
+            kinds = sorted(e["involvedObject"]["kind"] for e in await cluster.events(reason=reason))
+            if kinds != ["Checkpoint", "Job", "Workload"]:
+                return False
+        return True
+
+    await eventually(told, what="Started and Succeeded Events on Workload, Job, Checkpoint")
     assert len(await cluster.checkpoints()) == 1
     scraped = await bridge.scrape()
     assert 'kontinue_bridge_checkpoints{phase="Succeeded"} 1' in scraped
@@ -148,8 +151,13 @@ async def test_one_failed_member_fails_the_set_with_its_reason(
     assert second.reason.startswith(expected), second.reason
     assert cp.status.message is not None
     assert expected in cp.status.message
+
+    async def told() -> bool:
+        found = await cluster.events(reason=keys.EVENT_CHECKPOINT_FAILED)
+        return {e["involvedObject"]["kind"] for e in found} == {"Checkpoint", "Job", "Workload"}
+
+    await eventually(told, what="CheckpointFailed on Workload, Job, Checkpoint")
     failed_events = await cluster.events(reason=keys.EVENT_CHECKPOINT_FAILED)
-    assert {e["involvedObject"]["kind"] for e in failed_events} == {"Checkpoint", "Job", "Workload"}
     assert all(e["type"] == "Warning" and expected in e["message"] for e in failed_events)
 
     async def released() -> bool:
