@@ -26,15 +26,14 @@ from kontinue.models import base, checkpoint, core
 log = logging.getLogger("kontinue.bridge")
 
 
-async def create_checkpoint(kube: kube_api.Api, cp: checkpoint.Checkpoint) -> bool:
-    """Create ``cp``; ``False`` when it already existed (not an error)."""
+async def create_checkpoint(kube: kube_api.Api, cp: checkpoint.Checkpoint) -> dict[str, Any] | None:
+    """Create ``cp``: the stored object, or ``None`` when it already existed (not an error)."""
     try:
-        await kube.create(resources.CHECKPOINTS, base.to_dict(cp))
+        return await kube.create(resources.CHECKPOINTS, base.to_dict(cp))
     except errors.Conflict as exc:
         if exc.already_exists:
-            return False
+            return None
         raise
-    return True
 
 
 async def write_status(

@@ -558,8 +558,8 @@ class Controller:
         cp = reconciling.new_checkpoint(
             workload=workload, found=found, members=members, fingerprint=fingerprint
         )
-        created = await acting.create_checkpoint(self.kube, cp)
-        if not created:
+        raw = await acting.create_checkpoint(self.kube, cp)
+        if raw is None:
             return
         latency = (self.clock() - found.trigger.time).total_seconds()
         self.metrics.reaction.record(max(0.0, latency), {"source": found.trigger.source.value})
@@ -571,13 +571,6 @@ class Controller:
             len(members),
             found.trigger.reason,
         )
-        raw = base.to_dict(cp)
-        try:
-            raw = await self.kube.get(
-                resources.CHECKPOINTS, cp.name, namespace=found.lineage.namespace
-            )
-        except errors.ApiError as exc:
-            log.warning("re-reading %s for its Event: %s", cp.name, exc)
         event = (keys.EVENT_CHECKPOINT_STARTED, reconciling.started_message(cp), "Normal")
         await self._tell(cp, raw, event)
 
