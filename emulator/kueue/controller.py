@@ -32,8 +32,9 @@ Timing copied from observation (shared/reference/kueue.md, last section): the jo
 updates a suspended Job (clearing ``startTime``) about 50 ms after Kueue's suspend patch, before
 Kueue's ``status.startTime=nil`` patch arrives, which therefore gets a 409 and makes Kueue redo
 ``Stop`` (a second suspend update and a second ``Stopped`` Event). The emulator waits up to
-``stop_wait`` seconds for that job-controller update before sending its status patch with the
-stale resourceVersion, so the conflict and the retry happen against the real emulator rules.
+``stop_wait`` seconds for that job-controller update (only after a patch that flipped
+``suspend``) before sending its status patch with the stale resourceVersion, so the conflict
+and the retry happen against the real emulator rules.
 Without a job controller (startTime never set) Stop is a single pass.
 """
 
@@ -124,6 +125,17 @@ def _preemption_message(preemptor: Object, reason: str, path: str) -> str:
     )
 
 
+async def cancel_all(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait for them, re-cancelling until they are done: on Python 3.11
+    ``asyncio.wait_for`` (used by the API emulator's watch streams) can swallow a cancellation
+    that races the awaited result (CPython gh-86296), which would leave a watch running."""
+    pending = set(tasks)
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.1)
+
+
 class _Snapshot:
     """Everything one pass decides on, listed fresh."""
 
@@ -194,9 +206,7 @@ class Kueue:
         self._tasks.append(asyncio.create_task(self._loop()))
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_all(self._tasks)
         self._tasks.clear()
         if self._webhook is not None:
             await self._webhook.stop()
@@ -221,12 +231,15 @@ class Kueue:
         while True:
             await self._dirty.wait()
             self._dirty.clear()
+            await asyncio.sleep(0)  # in-process calls may never suspend: let the others run
             try:
                 await self.reconcile()
             except asyncio.CancelledError:
                 raise
-            except (errors.Conflict, errors.NotFound):
+            except (errors.Conflict, errors.NotFound) as exc:
+                log.debug("emulated kueue pass raced a write (%s); retrying", exc)
                 self._dirty.set()
+                await asyncio.sleep(0.01)
             except Exception:  # a pass must never kill the controller; retried
                 log.exception("emulated kueue pass failed")
                 await asyncio.sleep(0.2)
@@ -373,6 +386,7 @@ class Kueue:
     async def _stop(self, job: Object, wl: Object, message: str) -> None:
         name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
         for _ in range(10):
+            flips = not (job.get("spec") or {}).get("suspend")
             job = await self.client.patch(
                 resources.JOBS,
                 name,
@@ -385,7 +399,8 @@ class Kueue:
             )
             await self._event(job, "Stopped", message)
             if (job.get("status") or {}).get("startTime"):
-                await self._await_job_controller(job)
+                if flips:  # the job controller reacts to the flip before this patch lands
+                    await self._await_job_controller(job)
                 try:
                     job = await self.client.patch(
                         resources.JOBS,

@@ -21,6 +21,21 @@ NS = "default"
 MERGE = "application/merge-patch+json"
 APPLY = "application/apply-patch+yaml"
 ACC = "example.com/restore-check"
+COMPLETE: Obj = {
+    "conditions": [
+        {
+            "type": "Complete",
+            "status": "True",
+            "reason": "CompletionsReached",
+            "message": "Reached expected number of succeeded pods",
+            "lastTransitionTime": "2026-01-01T00:00:01Z",
+            "lastProbeTime": "2026-01-01T00:00:01Z",
+        }
+    ],
+    "succeeded": 1,
+    "completionTime": "2026-01-01T00:00:01Z",
+    "startTime": "2026-01-01T00:00:00Z",
+}
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], *, within: float = 10.0) -> None:
@@ -280,7 +295,8 @@ async def test_a_job_over_quota_waits_unsuspended_never(env: Env) -> None:
 
 
 class Recorder:
-    """Every watch event of Workloads and Jobs, merged in resourceVersion (= write) order."""
+    """Every watch event of Workloads, Jobs and Pods, merged in resourceVersion (= write)
+    order."""
 
     def __init__(self, env: Env) -> None:
         self.env = env
@@ -288,7 +304,7 @@ class Recorder:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        for resource in (resources.WORKLOADS, resources.JOBS):
+        for resource in (resources.WORKLOADS, resources.JOBS, resources.PODS):
             rv = (await self.env.admin.list(resource, namespace=NS))["metadata"]["resourceVersion"]
             self._tasks.append(asyncio.create_task(self._watch(resource, rv)))
 
@@ -299,9 +315,7 @@ class Recorder:
                 self.events.append((int(obj["metadata"]["resourceVersion"]), obj["kind"], obj))
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await controller.cancel_all(self._tasks)
 
     def of(self, kind: str, name: str) -> list[tuple[int, Obj]]:
         return sorted(
@@ -354,27 +368,10 @@ async def test_preemption_release_and_readmission_follow_the_upstream_order(env:
         await eventually(lambda: running("high"))
         high_wl = await env.workload(high)
         # the preemptor finishes, the victim is readmitted
-        await env.set_job_status(
-            "high",
-            {
-                "conditions": [
-                    {
-                        "type": "Complete",
-                        "status": "True",
-                        "reason": "CompletionsReached",
-                        "message": "Reached expected number of succeeded pods",
-                        "lastTransitionTime": "2026-01-01T00:00:01Z",
-                        "lastProbeTime": "2026-01-01T00:00:01Z",
-                    }
-                ],
-                "succeeded": 1,
-                "completionTime": "2026-01-01T00:00:01Z",
-                "startTime": "2026-01-01T00:00:00Z",
-            },
-        )
+        await env.set_job_status("high", COMPLETE)
         await eventually(lambda: running("low"))
     finally:
-        reacting.cancel()
+        await controller.cancel_all([reacting])
         await recorder.stop()
 
     message = (
@@ -481,3 +478,169 @@ async def test_preemption_release_and_readmission_follow_the_upstream_order(env:
     assert "PreemptedWorkload" in [
         e["reason"] for e in await env.events_for(high_wl["metadata"]["name"])
     ]
+
+
+async def answer(env: Env, wl: Obj, *, state: str, updates: list[Obj] | None) -> None:
+    """An external admission check controller's answer: SSA on workloads/status, own manager."""
+    entry: Obj = {
+        "name": "restore",
+        "state": state,
+        "message": "answered",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    if updates is not None:
+        entry["podSetUpdates"] = updates
+    body = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": wl["metadata"]["name"], "namespace": NS},
+        "status": {"admissionChecks": [entry]},
+    }
+    await env.admin.patch(
+        resources.WORKLOADS,
+        wl["metadata"]["name"],
+        body,
+        content_type=APPLY,
+        namespace=NS,
+        subresource="status",
+        field_manager="restore-acc",
+        force=True,
+    )
+
+
+async def test_admission_checks_gate_start_and_are_reset_on_eviction(env: Env) -> None:
+    await env.setup_queues(gpus=4, checks=["restore"])
+    low = await env.job("low", gpus=4)
+
+    async def reserved() -> bool:
+        with contextlib.suppress(Exception):
+            return cond_is(await env.workload(low), "QuotaReserved", "True")
+        return False
+
+    await eventually(reserved)
+    wl = await env.workload(low)
+    assert cond_is(wl, "Admitted", "False", "UnsatisfiedAdmissionChecks")
+    (check,) = wl["status"]["admissionChecks"]
+    assert (check["name"], check["state"]) == ("restore", "Pending")
+    await asyncio.sleep(0.3)
+    assert (await env.get_job("low"))["spec"]["suspend"] is True  # gated
+
+    update = {
+        "name": "main",
+        "annotations": {"example.com/restore-from": "ckpt-1"},
+        "nodeSelector": {"topology.kubernetes.io/zone": "a"},
+    }
+    await answer(env, wl, state="Ready", updates=[update])
+
+    async def running() -> bool:
+        return (await env.get_job("low"))["spec"]["suspend"] is False
+
+    await eventually(running)
+    template = (await env.get_job("low"))["spec"]["template"]
+    assert template["metadata"]["annotations"]["example.com/restore-from"] == "ckpt-1"
+    assert template["spec"]["nodeSelector"] == {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+        "topology.kubernetes.io/zone": "a",
+    }
+    assert cond_is(await env.workload(low), "Admitted", "True", "Admitted")
+    await env.set_job_status("low", {"active": 1})
+
+    # a preemption resets the check; the podSetUpdates the controller applied survive the reset
+    high = await env.job("high", gpus=4, priority="high")
+
+    async def reset() -> bool:
+        checks = (await env.workload(low))["status"]["admissionChecks"]
+        return bool(checks[0]["state"] == "Pending")
+
+    await eventually(reset)
+    (check,) = (await env.workload(low))["status"]["admissionChecks"]
+    assert check["message"] == "Reset to Pending after eviction. Previously: Ready"
+    assert check["podSetUpdates"] == [update]  # SSA: another manager's entries stay
+
+    async def stopped() -> bool:
+        job = await env.get_job("low")
+        return bool(job["spec"]["suspend"]) and "kueue.x-k8s.io/stopping" not in (
+            job["metadata"].get("annotations") or {}
+        )
+
+    await eventually(stopped)
+    restored = (await env.get_job("low"))["spec"]["template"]
+    assert "example.com/restore-from" not in (restored["metadata"].get("annotations") or {})
+    await env.set_job_status("low", {"active": 0})
+
+    async def high_reserved() -> bool:
+        with contextlib.suppress(Exception):
+            return cond_is(await env.workload(high), "QuotaReserved", "True")
+        return False
+
+    await eventually(high_reserved)
+    await answer(env, await env.workload(high), state="Ready", updates=[])
+    await eventually(lambda: running_job(env, "high"))
+    await env.set_job_status("high", COMPLETE)
+
+    # readmitted; the controller answers Ready without podSetUpdates: the stale ones are stamped
+    await eventually(reserved)
+    await answer(env, wl, state="Ready", updates=None)
+    await eventually(running)
+    stale = (await env.get_job("low"))["spec"]["template"]
+    assert stale["metadata"]["annotations"]["example.com/restore-from"] == "ckpt-1"
+    assert high["metadata"]["name"] == "high"
+
+
+async def running_job(env: Env, name: str) -> bool:
+    return (await env.get_job(name))["spec"]["suspend"] is False
+
+
+async def test_explicit_empty_podsetupdates_clear_stale_ones(env: Env) -> None:
+    await env.setup_queues(gpus=4, checks=["restore"])
+    job = await env.job("solo", gpus=2)
+
+    async def reserved() -> bool:
+        with contextlib.suppress(Exception):
+            return cond_is(await env.workload(job), "QuotaReserved", "True")
+        return False
+
+    await eventually(reserved)
+    wl = await env.workload(job)
+    await answer(
+        env,
+        wl,
+        state="Ready",
+        updates=[{"name": "main", "annotations": {"example.com/restore-from": "old"}}],
+    )
+    await eventually(lambda: running_job(env, "solo"))
+    # later answers that rewrite the list replace it (atomic list, same manager)
+    await answer(env, wl, state="Ready", updates=[])
+    (check,) = (await env.workload(job))["status"]["admissionChecks"]
+    assert not check.get("podSetUpdates")
+
+
+async def test_a_podsetupdate_conflicting_with_the_flavor_finishes_the_workload(env: Env) -> None:
+    await env.setup_queues(gpus=4, checks=["restore"])
+    job = await env.job("clash", gpus=2)
+
+    async def reserved() -> bool:
+        with contextlib.suppress(Exception):
+            return cond_is(await env.workload(job), "QuotaReserved", "True")
+        return False
+
+    await eventually(reserved)
+    wl = await env.workload(job)
+    await answer(
+        env,
+        wl,
+        state="Ready",
+        updates=[
+            {"name": "main", "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}}
+        ],
+    )
+
+    async def finished() -> bool:
+        return cond_is(await env.workload(job), "Finished", "True", "FailedToStart")
+
+    await eventually(finished)
+    message = cond(await env.workload(job), "Finished")["message"]
+    assert "conflict for nodeSelector" in message
+    assert "nvidia.com/gpu.product" in message
+    await asyncio.sleep(0.3)
+    assert (await env.get_job("clash"))["spec"]["suspend"] is True
