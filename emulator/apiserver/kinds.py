@@ -68,6 +68,7 @@ BUILTINS: tuple[Kind, ...] = (
     _builtin(resources.SERVICES, short=("svc",), status=True),
     _builtin(resources.SECRETS),
     _builtin(Resource("", "v1", "configmaps", "ConfigMap"), short=("cm",)),
+    _builtin(Resource("", "v1", "podtemplates", "PodTemplate")),
     _builtin(resources.JOBS, status=True),
     _builtin(resources.PRIORITY_CLASSES, short=("pc",)),
     _builtin(resources.LEASES),

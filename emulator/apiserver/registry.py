@@ -415,6 +415,7 @@ class Registry:
         if strategy.spec_changed(new, old):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
         validation.validate(new, kind)
+        validation.validate_update(new, old, kind)
         await self.admission.validate(dataclasses.replace(attrs, obj=new))
         current = self.store.get(kind.key, ns, name)
         if current is None:

@@ -158,3 +158,121 @@ def validate(obj: dict[str, Any], kind: kinds.Kind) -> None:
     if causes:
         name = (obj.get("metadata") or {}).get("name") or ""
         raise statuses.invalid(kind.group, kind.kind, name, causes)
+
+
+# --- updates ------------------------------------------------------------------------------------
+
+_POD_MUTABLE = (
+    "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+    "`spec.tolerations` (only additions to existing tolerations),"
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
+
+
+def _masked_pod_spec(spec: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with the fields a pod update may change replaced by the old values."""
+    masked = dict(spec)
+    for field in ("containers", "initContainers"):
+        olds = {c.get("name"): c for c in old.get(field) or []}
+        masked[field] = [
+            {**c, "image": olds.get(c.get("name"), c).get("image")} for c in spec.get(field) or []
+        ]
+    masked.pop("activeDeadlineSeconds", None)
+    masked["tolerations"] = old.get("tolerations")
+    masked["schedulingGates"] = old.get("schedulingGates")
+    # Deviation: the emulated scheduler binds with a patch of spec.nodeName while pods/binding is
+    # new here; upstream only allows that through the binding subresource.
+    if not old.get("nodeName"):
+        masked["nodeName"] = old.get("nodeName")
+    return {k: v for k, v in masked.items() if v is not None}
+
+
+def _pod_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """pkg/apis/core/validation/validation.go ``ValidatePodUpdate``: the pod spec is frozen."""
+    new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    causes: list[Cause] = []
+    tolerations = old_spec.get("tolerations") or []
+    if any(t not in (new_spec.get("tolerations") or []) for t in tolerations):
+        causes.append(
+            (
+                "spec.tolerations",
+                "FieldValueForbidden",
+                "Forbidden: existing toleration can not be modified except its tolerationSeconds",
+            )
+        )
+    gates = new_spec.get("schedulingGates") or []
+    if any(g not in (old_spec.get("schedulingGates") or []) for g in gates):
+        causes.append(
+            (
+                "spec.schedulingGates",
+                "FieldValueForbidden",
+                "Forbidden: only deletion is allowed, but found new scheduling gate",
+            )
+        )
+    old_masked = {k: v for k, v in old_spec.items() if v is not None}
+    old_masked.pop("activeDeadlineSeconds", None)
+    if _masked_pod_spec(new_spec, old_spec) != _masked_pod_spec(old_masked, old_spec):
+        causes.append(
+            (
+                "spec",
+                "FieldValueForbidden",
+                f"Forbidden: pod updates may not change fields other than {_POD_MUTABLE}",
+            )
+        )
+    return causes
+
+
+_TEMPLATE_SCHEDULING = ("nodeSelector", "tolerations", "affinity", "schedulingGates")
+
+
+def _job_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """pkg/apis/batch/validation/validation.go ``ValidateJobSpecUpdate``: selector and template
+    are immutable, except that a suspended Job that never started may change its template's
+    labels, annotations and scheduling directives (what Kueue's podSetUpdates write)."""
+    new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    causes: list[Cause] = []
+    if new_spec.get("selector") != old_spec.get("selector"):
+        causes.append(("spec.selector", "FieldValueInvalid", "Invalid value: field is immutable"))
+    new_t, old_t = new_spec.get("template") or {}, old_spec.get("template") or {}
+    if new_t != old_t:
+        never_started = not (old.get("status") or {}).get("startTime")
+        if old_spec.get("suspend") and never_started:
+            strip = {
+                "metadata": {
+                    k: v
+                    for k, v in (new_t.get("metadata") or {}).items()
+                    if k not in ("labels", "annotations")
+                },
+                "spec": {
+                    k: v
+                    for k, v in (new_t.get("spec") or {}).items()
+                    if k not in _TEMPLATE_SCHEDULING
+                },
+            }
+            was = {
+                "metadata": {
+                    k: v
+                    for k, v in (old_t.get("metadata") or {}).items()
+                    if k not in ("labels", "annotations")
+                },
+                "spec": {
+                    k: v
+                    for k, v in (old_t.get("spec") or {}).items()
+                    if k not in _TEMPLATE_SCHEDULING
+                },
+            }
+            if strip == was:
+                return causes
+        causes.append(("spec.template", "FieldValueInvalid", "Invalid value: field is immutable"))
+    return causes
+
+
+def validate_update(new: dict[str, Any], old: dict[str, Any], kind: kinds.Kind) -> None:
+    """Raise ``Invalid`` (422) for changes the kind forbids (immutable fields)."""
+    causes: list[Cause] = []
+    if kind.key == ("", "pods"):
+        causes = _pod_update(new, old)
+    elif kind.key == ("batch", "jobs"):
+        causes = _job_update(new, old)
+    if causes:
+        raise statuses.invalid(kind.group, kind.kind, new["metadata"].get("name", ""), causes)

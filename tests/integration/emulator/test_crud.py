@@ -234,3 +234,60 @@ async def test_custom_resource_status_subresource(
     assert (await kube.get(resources.CHECKPOINT_POLICIES, "p"))["metadata"]["uid"] == (
         created["metadata"]["uid"]
     )
+
+
+async def test_pod_spec_is_immutable_except_images_and_added_tolerations(kube: api.Api) -> None:
+    await kube.create(resources.PODS, pod("a"))
+    with pytest.raises(errors.Invalid, match="spec: Forbidden: pod updates may not change fields"):
+        await kube.patch(
+            resources.PODS,
+            "a",
+            {"spec": {"containers": [{"name": "main", "env": [{"name": "X", "value": "1"}]}]}},
+            content_type=api.STRATEGIC_MERGE_PATCH,
+            namespace="default",
+        )
+    patched = await kube.patch(
+        resources.PODS,
+        "a",
+        {"spec": {"containers": [{"name": "main", "image": "registry.example/app:v2"}]}},
+        content_type=api.STRATEGIC_MERGE_PATCH,
+        namespace="default",
+    )
+    toleration = {"key": "gpu", "operator": "Exists"}
+    patched = await kube.json_patch(
+        resources.PODS,
+        "a",
+        [{"op": "add", "path": "/spec/tolerations/-", "value": toleration}],
+        namespace="default",
+    )
+    assert patched["spec"]["tolerations"][-1] == toleration
+    # a strategic merge replaces tolerations (no merge key), dropping existing ones: refused
+    with pytest.raises(errors.Invalid, match="existing toleration can not be modified"):
+        await kube.patch(
+            resources.PODS,
+            "a",
+            {"spec": {"tolerations": [toleration]}},
+            content_type=api.STRATEGIC_MERGE_PATCH,
+            namespace="default",
+        )
+    assert patched["spec"]["containers"][0]["image"] == "registry.example/app:v2"
+
+
+async def test_job_template_changes_only_while_suspended_and_never_started(kube: api.Api) -> None:
+    body = job("j")
+    body["spec"]["suspend"] = True
+    await kube.create(resources.JOBS, body)
+    steer = {"spec": {"template": {"spec": {"nodeSelector": {"gpu": "a100"}}}}}
+    patched = await kube.merge_patch(resources.JOBS, "j", steer, namespace="default")
+    assert patched["spec"]["template"]["spec"]["nodeSelector"] == {"gpu": "a100"}
+    image = {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "x:2"}]}}}}
+    with pytest.raises(errors.Invalid, match=r"spec\.template: Invalid value: field is immutable"):
+        await kube.merge_patch(resources.JOBS, "j", image, namespace="default")
+    await kube.merge_patch(resources.JOBS, "j", {"spec": {"suspend": False}}, namespace="default")
+    with pytest.raises(errors.Invalid, match=r"spec\.template"):
+        await kube.merge_patch(
+            resources.JOBS,
+            "j",
+            {"spec": {"template": {"spec": {"nodeSelector": {"gpu": "h100"}}}}},
+            namespace="default",
+        )

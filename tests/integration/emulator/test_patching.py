@@ -11,16 +11,27 @@ from kontinue.kube import api, errors, resources
 from tests import fixtures
 from tests.integration.emulator.conftest import pod
 
+PODTEMPLATES = resources.Resource("", "v1", "podtemplates", "PodTemplate")
 
-def rich_pod() -> dict[str, Any]:
+
+def rich_template() -> dict[str, Any]:
+    """A PodTemplate: the pod spec keyed lists, on an object whose spec may change (a pod's
+    may not)."""
     body = pod("p")
+    body = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": body["metadata"],
+        "template": {"spec": body["spec"]},
+    }
     body["metadata"]["finalizers"] = ["a/one"]
     body["metadata"]["ownerReferences"] = [
         {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u-1"}
     ]
-    body["spec"]["volumes"] = [{"name": "data", "emptyDir": {}}]
-    body["spec"]["initContainers"] = [{"name": "init", "image": "i:1"}]
-    body["spec"]["containers"] = [
+    spec = body["template"]["spec"]
+    spec["volumes"] = [{"name": "data", "emptyDir": {}}]
+    spec["initContainers"] = [{"name": "init", "image": "i:1"}]
+    spec["containers"] = [
         {
             "name": "main",
             "image": "m:1",
@@ -33,31 +44,33 @@ def rich_pod() -> dict[str, Any]:
 
 
 async def test_strategic_merge_merges_keyed_lists(kube: api.Api) -> None:
-    await kube.create(resources.PODS, rich_pod())
+    await kube.create(PODTEMPLATES, rich_template())
     patch = {
         "metadata": {
             "finalizers": ["a/two"],
             "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "u-2"}],
         },
-        "spec": {
-            "volumes": [{"name": "ckpt", "emptyDir": {}}],
-            "initContainers": [{"name": "restore", "image": "r:1"}],
-            "containers": [
-                {
-                    "name": "main",
-                    "env": [{"name": "B", "value": "changed"}, {"name": "C", "value": "3"}],
-                    "volumeMounts": [
-                        {"name": "ckpt", "mountPath": "/ckpt"},
-                        {"name": "data", "mountPath": "/data", "readOnly": True},
-                    ],
-                }
-            ],
+        "template": {
+            "spec": {
+                "volumes": [{"name": "ckpt", "emptyDir": {}}],
+                "initContainers": [{"name": "restore", "image": "r:1"}],
+                "containers": [
+                    {
+                        "name": "main",
+                        "env": [{"name": "B", "value": "changed"}, {"name": "C", "value": "3"}],
+                        "volumeMounts": [
+                            {"name": "ckpt", "mountPath": "/ckpt"},
+                            {"name": "data", "mountPath": "/data", "readOnly": True},
+                        ],
+                    }
+                ],
+            }
         },
     }
     patched = await kube.patch(
-        resources.PODS, "p", patch, content_type=api.STRATEGIC_MERGE_PATCH, namespace="default"
+        PODTEMPLATES, "p", patch, content_type=api.STRATEGIC_MERGE_PATCH, namespace="default"
     )
-    meta, spec = patched["metadata"], patched["spec"]
+    meta, spec = patched["metadata"], patched["template"]["spec"]
     assert meta["finalizers"] == ["a/one", "a/two"]
     assert [r["uid"] for r in meta["ownerReferences"]] == ["u-1", "u-2"]
     assert [v["name"] for v in spec["volumes"]] == ["data", "ckpt"]
@@ -77,16 +90,16 @@ async def test_strategic_merge_merges_keyed_lists(kube: api.Api) -> None:
 
 
 async def test_strategic_merge_directives(kube: api.Api) -> None:
-    await kube.create(resources.PODS, rich_pod())
+    await kube.create(PODTEMPLATES, rich_template())
     patch = {
         "metadata": {"$deleteFromPrimitiveList/finalizers": ["a/one"]},
-        "spec": {"containers": [{"name": "side", "$patch": "delete"}]},
+        "template": {"spec": {"containers": [{"name": "side", "$patch": "delete"}]}},
     }
     patched = await kube.patch(
-        resources.PODS, "p", patch, content_type=api.STRATEGIC_MERGE_PATCH, namespace="default"
+        PODTEMPLATES, "p", patch, content_type=api.STRATEGIC_MERGE_PATCH, namespace="default"
     )
     assert patched["metadata"]["finalizers"] == []
-    assert [c["name"] for c in patched["spec"]["containers"]] == ["main"]
+    assert [c["name"] for c in patched["template"]["spec"]["containers"]] == ["main"]
 
 
 async def test_strategic_merge_of_status_conditions_by_type(kube: api.Api) -> None:
@@ -114,9 +127,9 @@ async def test_strategic_merge_of_status_conditions_by_type(kube: api.Api) -> No
 
 
 async def test_merge_patch_replaces_lists_and_null_deletes(kube: api.Api) -> None:
-    await kube.create(resources.PODS, rich_pod())
+    await kube.create(PODTEMPLATES, rich_template())
     patched = await kube.merge_patch(
-        resources.PODS,
+        PODTEMPLATES,
         "p",
         {"metadata": {"finalizers": ["b"], "ownerReferences": None}},
         namespace="default",
@@ -126,9 +139,9 @@ async def test_merge_patch_replaces_lists_and_null_deletes(kube: api.Api) -> Non
 
 
 async def test_json_patch_including_a_failed_test_op(kube: api.Api) -> None:
-    await kube.create(resources.PODS, rich_pod())
+    await kube.create(PODTEMPLATES, rich_template())
     patched = await kube.json_patch(
-        resources.PODS,
+        PODTEMPLATES,
         "p",
         [
             {"op": "test", "path": "/metadata/finalizers/0", "value": "a/one"},
@@ -141,7 +154,7 @@ async def test_json_patch_including_a_failed_test_op(kube: api.Api) -> None:
     assert patched["metadata"]["labels"] == {"k": "v"}
     with pytest.raises(errors.Invalid):
         await kube.json_patch(
-            resources.PODS,
+            PODTEMPLATES,
             "p",
             [{"op": "test", "path": "/metadata/labels/k", "value": "other"}],
             namespace="default",
