@@ -86,6 +86,15 @@ def resource_list(all_kinds: Iterable[kinds.Kind], group_name: str, version: str
         if kind.key == ("", "pods"):
             resources.append(
                 {
+                    "name": "pods/binding",
+                    "singularName": "",
+                    "namespaced": True,
+                    "kind": "Binding",
+                    "verbs": ["create"],
+                }
+            )
+            resources.append(
+                {
                     "name": "pods/eviction",
                     "singularName": "",
                     "namespaced": True,

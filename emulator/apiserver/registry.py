@@ -675,6 +675,84 @@ class Registry:
         removed = self._remove(kind, current, propagation=propagation)
         return self._out(removed, kind), True
 
+    async def bind(
+        self,
+        kind: kinds.Kind,
+        name: str,
+        body: Any,
+        *,
+        namespace: str | None,
+        user: users.User,
+        dry_run: bool = False,
+    ) -> Object:
+        """POST pods/{name}/binding (pkg/registry/core/pod/storage/storage.go ``assignPod``).
+
+        Webhooks see a CREATE of ``pods/binding`` whose object is the v1 Binding; the pod then
+        gets ``spec.nodeName`` and ``PodScheduled=True`` in one internal write (no pod UPDATE
+        review). 409 if the pod is already bound or being deleted.
+        """
+        ns = self._namespace_of(kind, namespace)
+        await self._fault("create", kind, "binding", name, ns, user)
+        if kind.key != ("", "pods"):
+            raise statuses.no_resource(kind.group, f"{kind.plural}/binding")
+        target = (body.get("target") or {}) if isinstance(body, dict) else {}
+        if not target.get("name"):
+            raise statuses.invalid(
+                "", "Binding", name, [("target.name", "FieldValueRequired", "Required value")]
+            )
+        binding = copy.deepcopy(body)
+        binding.update({"kind": "Binding", "apiVersion": "v1"})
+        binding_meta = _meta(binding)
+        binding_meta.setdefault("name", name)
+        binding_meta["namespace"] = ns
+        options: Object = {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+        if dry_run:
+            options["dryRun"] = ["All"]
+        attrs = admission.Attributes(
+            kind,
+            "binding",
+            "CREATE",
+            name,
+            ns,
+            binding,
+            None,
+            user,
+            dry_run,
+            options,
+            object_kind=("", "v1", "Binding"),
+        )
+        await self.admission.mutate(attrs)
+        await self.admission.validate(attrs)
+        pod = self._get(kind, name, ns)
+        bound_to = (pod.get("spec") or {}).get("nodeName")
+        if bound_to:
+            raise statuses.conflict(
+                kind.group,
+                kind.plural,
+                name,
+                f'pod {name} is already assigned to node "{bound_to}"',
+            )
+        if pod["metadata"].get("deletionTimestamp"):
+            raise statuses.conflict(
+                kind.group,
+                kind.plural,
+                name,
+                f"pod {name} is being deleted, cannot be assigned to a host",
+            )
+        success = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+        if not dry_run:
+            bound = strategy.bound(
+                pod, node=target["name"], annotations=binding_meta.get("annotations")
+            )
+            self.store.put(kind.key, bound, old=pod)
+        return success
+
     async def evict(
         self,
         kind: kinds.Kind,

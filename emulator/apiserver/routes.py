@@ -169,6 +169,16 @@ class Routes:
             raise statuses.not_acceptable(
                 f"the server does not allow this method on the requested resource: {method}"
             )
+        if method == "POST" and sub == "binding":
+            bound = await reg.bind(
+                kind,
+                name,
+                await self._body(request),
+                namespace=namespace,
+                user=user,
+                dry_run=dry_run,
+            )
+            return _json(bound, status=201)
         if method == "POST" and sub == "eviction":
             evicted = await reg.evict(
                 kind,

@@ -270,6 +270,20 @@ class Client:
         )
         return obj
 
+    async def bind(
+        self, resource: Resource, name: str, *, node: str, namespace: str | None = None
+    ) -> Object:
+        """POST the pod's ``binding`` subresource (what kube-scheduler does to bind)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        return await self.registry.bind(
+            self._kind(resource), name, body, namespace=namespace, user=self.user
+        )
+
     async def evict(
         self,
         resource: Resource,

@@ -230,3 +230,23 @@ def disruption_target(pod: Object) -> Object:
     )
     result["status"]["conditions"] = conditions
     return result
+
+
+def bound(pod: Object, *, node: str, annotations: dict[str, str] | None) -> Object:
+    """The pod after a Binding: nodeName, the binding's annotations, ``PodScheduled=True``."""
+    result = copy.deepcopy(pod)
+    result["spec"]["nodeName"] = node
+    if annotations:
+        result["metadata"].setdefault("annotations", {}).update(annotations)
+    status = result.setdefault("status", {})
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+    conditions.append(
+        {
+            "type": "PodScheduled",
+            "status": "True",
+            "lastProbeTime": None,
+            "lastTransitionTime": now(),
+        }
+    )
+    status["conditions"] = conditions
+    return result

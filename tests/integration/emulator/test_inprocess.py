@@ -147,3 +147,29 @@ async def test_eviction_through_the_in_process_client(apiserver: server.ApiServe
     await kube.evict(resources.PODS, "unbound", namespace="default")
     with pytest.raises(errors.NotFound):
         await kube.get(resources.PODS, "unbound", namespace="default")
+
+
+async def test_binding_assigns_the_node_once(apiserver: server.ApiServer, kube: api.Api) -> None:
+    scheduler = apiserver.client("system:kube-scheduler")
+    await kube.create(resources.PODS, pod("a", node=None))
+    await kube.api_client.call_api(
+        "/api/v1/namespaces/default/pods/a/binding",
+        "POST",
+        header_params={"Content-Type": "application/json", "Accept": "application/json"},
+        body={
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": "a"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"},
+        },
+        response_types_map={201: "object"},
+        auth_settings=["BearerToken"],
+        _return_http_data_only=True,
+    )
+    bound = await kube.get(resources.PODS, "a", namespace="default")
+    assert bound["spec"]["nodeName"] == "node-1"
+    assert [(c["type"], c["status"]) for c in bound["status"]["conditions"]] == [
+        ("PodScheduled", "True")
+    ]
+    with pytest.raises(errors.Conflict, match='already assigned to node "node-1"'):
+        await scheduler.bind(resources.PODS, "a", node="node-2", namespace="default")
