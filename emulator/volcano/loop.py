@@ -1,0 +1,88 @@
+"""A level-triggered controller loop: watches mark it dirty, one pass runs on fresh lists.
+
+Shared by the emulated Volcano scheduler and controller (one concept: "re-decide from the
+cluster's state whenever it changes"); the passes themselves live in those modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from emulator.apiserver import server
+from emulator.kueue import controller as kueue_controller
+from kontinue.kube import errors, resources
+
+log = logging.getLogger(__name__)
+
+
+class Loop:
+    def __init__(
+        self,
+        client: server.Client,
+        watched: Iterable[resources.Resource],
+        run_pass: Callable[[], Awaitable[None]],
+        *,
+        name: str,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        period: float = 1.0,
+    ) -> None:
+        self.client = client
+        self.watched = list(watched)
+        self.run_pass = run_pass
+        self.name = name
+        self.on_event = on_event
+        self.period = period  # Volcano's --schedule-period (default 1 s) also re-runs passes
+        self._dirty = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def poke(self) -> None:
+        self._dirty.set()
+
+    async def start(self) -> None:
+        for resource in self.watched:
+            self._tasks.append(asyncio.create_task(self._watch(resource)))
+        self._tasks.append(asyncio.create_task(self._loop()))
+
+    async def stop(self) -> None:
+        await kueue_controller.cancel_all(self._tasks)
+        self._tasks.clear()
+
+    async def _watch(self, resource: resources.Resource) -> None:
+        while True:
+            try:
+                listed = await self.client.list(resource)
+                self._dirty.set()
+                version = listed["metadata"]["resourceVersion"]
+                async for event in self.client.watch(resource, resource_version=version):
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    if self.on_event is not None:
+                        self.on_event(event["type"], event["object"])
+                    self._dirty.set()
+            except errors.NotFound:
+                await asyncio.sleep(0.5)
+            except (errors.Gone, errors.ServerError):
+                await asyncio.sleep(0.05)
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._dirty.wait(), timeout=self.period)
+            self._dirty.clear()
+            await asyncio.sleep(0)
+            try:
+                await self.run_pass()
+            except asyncio.CancelledError:
+                raise
+            except (errors.Conflict, errors.NotFound) as exc:
+                log.debug("%s pass raced a write (%s); retrying", self.name, exc)
+                self._dirty.set()
+                await asyncio.sleep(0.01)
+            except Exception:
+                log.exception("%s pass failed", self.name)
+                await asyncio.sleep(0.2)
+                self._dirty.set()
