@@ -83,6 +83,7 @@ class Cluster:
         commands: runtime.Commands | None = None,
         api: server.ApiServer | None = None,
         tls: bool = False,
+        queue_system: str | None = None,
     ) -> None:
         unknown = set(components) - ALL_COMPONENTS
         if unknown:
@@ -102,6 +103,11 @@ class Cluster:
         self.scheduler: scheduler_module.Scheduler | None = None
         self.job_controller: job_controller.JobController | None = None
         self.kubelets: dict[str, agent.Agent] = {}
+        # --- queue system hook: emulated Kueue or Volcano (emulator/kueue, emulator/volcano) ---
+        if queue_system not in (None, "kueue", "volcano"):
+            raise ValueError(f"queue_system: {queue_system!r}; known: None, 'kueue', 'volcano'")
+        self.queue_system = queue_system
+        self.queues: Any = None
 
     @property
     def shared_root(self) -> Path:
@@ -150,11 +156,22 @@ class Cluster:
             if "scheduler" in self.components:
                 self.scheduler = scheduler_module.Scheduler(self.api)
                 await self.scheduler.start()
+            if self.queue_system == "kueue":
+                from emulator.kueue import system as kueue_system
+
+                self.queues = await kueue_system.start(self.api)
+            elif self.queue_system == "volcano":
+                from emulator.volcano import system as volcano_system
+
+                self.queues = await volcano_system.start(self.api)
         except BaseException:
             await self.stop()
             raise
 
     async def stop(self) -> None:
+        if self.queues is not None:
+            await self.queues.stop()
+            self.queues = None
         if self.scheduler is not None:
             await self.scheduler.stop()
             self.scheduler = None

@@ -13,12 +13,9 @@ from typing import Any
 import pytest
 
 from emulator import cluster, gpus, nodes
-from emulator.kueue import controller as kueue_controller
-from emulator.volcano import controller, scheduler
 from kontinue import keys
 from kontinue.kube import resources
 from reference_workload import checkpoint_format
-from tests import fixtures
 from tests.integration.cluster import recording, workloads
 
 Obj = dict[str, Any]
@@ -68,17 +65,8 @@ def vcjob(name: str, queue_name: str, container: Obj, *, priority: str, grace: i
 @pytest.fixture
 async def volcano_cluster(tmp_path: Path) -> AsyncIterator[cluster.Cluster]:
     spec = nodes.NodeSpec("gpu-a", gpu=gpus.GpuProfile(count=4))
-    async with cluster.Cluster(nodes=[spec], workdir=tmp_path) as c:
-        kueue_controller.install_crds(c.api, fixtures.UPSTREAM / "volcano" / "crds")
-        sched = scheduler.VolcanoScheduler(c.api, period=0.5)
-        jobs = controller.VolcanoJobController(c.api)
-        await sched.start()
-        await jobs.start()
-        try:
-            yield c
-        finally:
-            await jobs.stop()
-            await sched.stop()
+    async with cluster.Cluster(nodes=[spec], workdir=tmp_path, queue_system="volcano") as c:
+        yield c
 
 
 async def test_high_priority_vcjob_reclaims_gpus_and_the_victim_is_recreated(
