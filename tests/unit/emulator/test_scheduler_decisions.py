@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from emulator import scheduling
+from emulator import quantity, scheduling
 
 Object = dict[str, Any]
 
@@ -244,3 +244,24 @@ def test_queue_order_is_priority_then_age() -> None:
     ]
     ordered = [p["metadata"]["name"] for p in scheduling.queue_order(pods)]
     assert ordered == ["old-high", "new-high", "old-low"]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("500m", Fraction(1, 2)),
+        ("2", Fraction(2)),
+        ("1.5", Fraction(3, 2)),
+        ("2Gi", Fraction(2 * 2**30)),
+        ("1k", Fraction(1000)),
+        ("1e3", Fraction(1000)),
+        (4, Fraction(4)),
+    ],
+)
+def test_quantities_are_exact(text: object, value: Fraction) -> None:
+    assert quantity.parse(text) == value
+
+
+def test_bad_quantity_is_quoted() -> None:
+    with pytest.raises(quantity.InvalidQuantity, match="quantity '2 GB' is not a Kubernetes"):
+        quantity.parse("2 GB")
