@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from emulator import cluster, gpus, nodes
 from kontinue import keys
 from kontinue.kube import resources
-from tests.integration.cluster import workloads
+from tests.integration.cluster import recording, workloads
 
 
 async def test_job_runs_to_completion_on_a_gpu_node(tmp_path: Path) -> None:
@@ -50,3 +51,29 @@ async def test_job_runs_to_completion_on_a_gpu_node(tmp_path: Path) -> None:
         log = container.spec.log_path.read_text()
         assert "PROGRESS step=5" in log
         assert "DONE" in log
+
+
+async def test_deleting_a_running_job_stops_its_pods_and_releases_their_finalizers(
+    tmp_path: Path,
+) -> None:
+    """Background deletion: the garbage collector deletes the pods; the kubelet stops them; the
+    Job controller removes the tracking finalizer of pods whose Job is gone (syncOrphanPod)."""
+    async with cluster.Cluster(nodes=[nodes.NodeSpec("gpu-a")], workdir=tmp_path) as c:
+        long = workloads.trainer_container(steps=100000, rate=50)
+        await c.client().create(
+            resources.JOBS, workloads.job("doomed", long, parallelism=2, completions=2)
+        )
+        first = await recording.running_pod(c, "doomed", progress=1)
+        await c.client().delete(
+            resources.JOBS, "doomed", namespace="default", propagation_policy="Background"
+        )
+        await c.wait_for(resources.JOBS, "doomed", "default", cluster.gone)
+        await c.wait_for(resources.PODS, first["metadata"]["name"], "default", cluster.gone)
+        for _ in range(500):
+            if not await c.pods(labels={keys.JOB_NAME_LABEL: "doomed"}):
+                break
+            await asyncio.sleep(0.02)
+        assert await c.pods(labels={keys.JOB_NAME_LABEL: "doomed"}) == []
+        container = c.container(first, "trainer")
+        assert container is not None
+        assert container.kills[0].sigterm_at is not None
