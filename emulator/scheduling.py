@@ -116,10 +116,12 @@ def uid(obj: Mapping[str, Any]) -> str:
 
 
 def wants_scheduling(pod: Mapping[str, Any], *, scheduler_name: str) -> bool:
-    """Pending, unbound, not deleted, and addressed to this scheduler."""
+    """Pending, unbound, not deleted, not gated (``spec.schedulingGates``, KEP-3521: the
+    scheduler leaves gated pods alone), and addressed to this scheduler."""
     spec = pod.get("spec") or {}
     return (
         not node_name(pod)
+        and not spec.get("schedulingGates")
         and not is_deleting(pod)
         and not is_terminal(pod)
         and spec.get("schedulerName", "default-scheduler") == scheduler_name

@@ -265,3 +265,15 @@ def test_quantities_are_exact(text: object, value: Fraction) -> None:
 def test_bad_quantity_is_quoted() -> None:
     with pytest.raises(quantity.InvalidQuantity, match="quantity '2 GB' is not a Kubernetes"):
         quantity.parse("2 GB")
+
+
+def test_only_pending_ungated_pods_of_this_scheduler_are_scheduled() -> None:
+    name = "default-scheduler"
+    assert scheduling.wants_scheduling(pod("p"), scheduler_name=name)
+    assert not scheduling.wants_scheduling(pod("p", on="n"), scheduler_name=name)
+    assert not scheduling.wants_scheduling(pod("p", deleting=True), scheduler_name=name)
+    gated = pod("p", schedulingGates=[{"name": "kueue.x-k8s.io/topology"}])
+    assert not scheduling.wants_scheduling(gated, scheduler_name=name)
+    other = pod("p", schedulerName="volcano")
+    assert not scheduling.wants_scheduling(other, scheduler_name=name)
+    assert scheduling.wants_scheduling(other, scheduler_name="volcano")
