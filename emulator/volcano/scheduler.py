@@ -217,6 +217,6 @@ class VolcanoScheduler:
                 resources.PODS, {**pod, "status": status}, subresource="status"
             )
             await self.client.delete(resources.PODS, meta["name"], namespace=meta["namespace"])
-        except (errors.Conflict, errors.NotFound):
-            return False  # no retry on conflict upstream: a later session may try again
+        except errors.ApiError:
+            return False  # Evict returns the error; the cache resyncs, nothing is retried here
         return True
