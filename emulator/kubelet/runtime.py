@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import math
 import os
 import posixpath
@@ -205,14 +206,23 @@ class Container:
         )
         self.exited.set()
 
-    async def _watch(self, started_at: object) -> None:
+    async def _watch(self, started_at: datetime.datetime) -> None:
+        """Wait for the process; whatever happens (even cancellation), end in a terminal state."""
         assert self._process is not None
-        code = await self._process.wait()
-        self.ended_at = time.monotonic()
-        finished = state.now()
+        try:
+            code = await self._process.wait()
+        except BaseException:
+            # Cancelled (event loop shutting down): the container must not outlive its watcher.
+            self._signal_group(signal.SIGKILL)
+            self._end(exit_code=128 + signal.SIGKILL, sig=signal.SIGKILL, started_at=started_at)
+            raise
         self._signal_group(signal.SIGKILL)  # the rest of the "container" dies with its init
         sig = -code if code < 0 else None
-        exit_code = 128 + sig if sig is not None else code
+        self._end(exit_code=128 + sig if sig is not None else code, sig=sig, started_at=started_at)
+
+    def _end(self, *, exit_code: int, sig: int | None, started_at: datetime.datetime) -> None:
+        self.ended_at = time.monotonic()
+        finished = state.now()
         raw = _read_tail(self.spec.termination_message_path, MAX_MESSAGE_BYTES)
         message = raw.decode("utf-8", errors="replace")
         if (
@@ -221,17 +231,16 @@ class Container:
             and self.spec.termination_message_policy == "FallbackToLogsOnError"
         ):
             message = _log_tail(self.spec.log_path)
-        assert isinstance(self._state, state.Running)
         self._state = state.Terminated(
             exit_code=exit_code,
             reason="Completed" if exit_code == 0 else "Error",
             message=message or None,
-            started_at=self._state.started_at,
+            started_at=started_at,
             finished_at=finished,
             signal=sig,
         )
         for hook in list(self._hooks):
-            with contextlib.suppress(ProcessLookupError):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(hook.pid, signal.SIGKILL)
         self.exited.set()
 
@@ -322,10 +331,14 @@ class Container:
         return await self.wait()
 
     async def kill_now(self) -> None:
-        """SIGKILL without grace (runtime shutdown, test teardown)."""
-        if self._process is not None and not self.exited.is_set():
-            self._signal_group(signal.SIGKILL)
-            await self.wait()
+        """SIGKILL without grace (runtime shutdown, test teardown); never waits unbounded."""
+        if self._process is None or self.exited.is_set():
+            return
+        self._signal_group(signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.exited.wait()), timeout=10)
+        if not self.exited.is_set() and self._watcher is not None:
+            self._watcher.cancel()  # its cancellation path records the end
 
 
 class Runtime:
