@@ -180,7 +180,7 @@ class Kueue:
         self,
         api: server.ApiServer,
         *,
-        stop_wait: float = 1.0,
+        stop_wait: float = 2.0,
         webhook_enabled: bool = True,
     ) -> None:
         self.api = api

@@ -218,7 +218,7 @@ async def env() -> AsyncIterator[Env]:
     async with server.ApiServer(bookmark_interval=0.2) as api:
         controller.install_crds(api, fixtures.UPSTREAM / "kueue" / "crds")
         controller.install_crds(api, fixtures.FIXTURES / "kueue-emulation")
-        async with controller.Kueue(api, stop_wait=0.3):
+        async with controller.Kueue(api, stop_wait=2.0):
             yield Env(api)
 
 
