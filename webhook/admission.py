@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kontinue import catalog, keys, lineage
+from kontinue import catalog, keys, lineage, optin
 from kontinue.models import base, core, errors
 from kontinue.models import policy as policy_model
-from webhook import optin, plumbing, review, settings, validation
+from webhook import plumbing, review, settings, validation
 from webhook import state as state_module
 
 Obj = dict[str, Any]

@@ -2,7 +2,7 @@
 
 DESIGN (rules): admission never calls storage or anything slow; every decision comes from
 in-memory caches. :class:`State` is the read-only interface the pure modules
-(:mod:`webhook.optin`, :mod:`webhook.plumbing`, :mod:`webhook.validation`) take, so they can be
+(:mod:`kontinue.optin`, :mod:`webhook.plumbing`, :mod:`webhook.validation`) take, so they can be
 tested with a :class:`Snapshot` built from plain objects, and served from the watch caches in
 :mod:`webhook.caches` in production. Both answer the same questions the same way.
 """

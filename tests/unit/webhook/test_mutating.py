@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from kontinue import keys, lineage
+from kontinue import keys, lineage, optin
 from tests.unit.webhook import support
-from webhook import admission, optin, plumbing, review, settings, state
+from webhook import admission, plumbing, review, settings, state
 
 CONFIG = settings.Settings(image="registry.example/kontinue:test")
 Obj = dict[str, Any]

@@ -1,7 +1,11 @@
 """Which queue a pod or Job belongs to, whether that queue opted in, and which policy applies.
 
-Pure: reads only a :class:`~webhook.state.State`. The lookups follow what the queue systems stamp
-on pods at creation (shared/reference/kueue.md §4, volcano.md §2.4):
+Shared by the webhook (at admission) and the queue bridge (a pod-level disruption is only
+checkpointed for an opted-in pod), so both answer the same way from their own caches.
+
+Pure: reads only a :class:`Queues` (the webhook's :class:`~webhook.state.State` is one). The
+lookups follow what the queue systems stamp on pods at creation (shared/reference/kueue.md §4,
+volcano.md §2.4):
 
 * **Kueue**: label ``kueue.x-k8s.io/cluster-queue-name`` (Kueue writes it into the Job template
   at admission, gate ``AssignQueueLabelsForPods``); else the LocalQueue named by
@@ -24,12 +28,25 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from kontinue import keys
-from kontinue.models import base
+from kontinue.models import base, kueue, volcano
 from kontinue.models import policy as policy_model
-from webhook import state as state_module
+
+
+class Queues(Protocol):
+    """The point lookups opt-in needs, answered from in-memory caches (never the API)."""
+
+    def cluster_queue(self, name: str) -> kueue.ClusterQueue | None: ...
+
+    def local_queue(self, namespace: str, name: str) -> kueue.LocalQueue | None: ...
+
+    def volcano_queue(self, name: str) -> volcano.Queue | None: ...
+
+    def pod_group(self, namespace: str, name: str) -> volcano.PodGroup | None: ...
+
+    def policy(self, name: str) -> policy_model.CheckpointPolicy | None: ...
 
 
 class QueueSystem(enum.StrEnum):
@@ -86,7 +103,7 @@ def _out(reason: str, *, warnings: tuple[str, ...] = ()) -> Decision:
     return Decision(opted_in=False, reason=reason, warnings=warnings)
 
 
-def _kueue_cluster_queue(meta: Marks, namespace: str, state: state_module.State) -> str | None:
+def _kueue_cluster_queue(meta: Marks, namespace: str, state: Queues) -> str | None:
     if name := meta.label(keys.KUEUE_CLUSTER_QUEUE_LABEL):
         return name
     local = meta.label(keys.KUEUE_LOCAL_QUEUE_LABEL) or meta.label(keys.KUEUE_QUEUE_NAME_LABEL)
@@ -96,7 +113,7 @@ def _kueue_cluster_queue(meta: Marks, namespace: str, state: state_module.State)
     return queue.spec.cluster_queue if queue is not None else None
 
 
-def _volcano_queue(meta: Marks, namespace: str, state: state_module.State) -> str | None:
+def _volcano_queue(meta: Marks, namespace: str, state: Queues) -> str | None:
     if group := meta.annotation(keys.VOLCANO_PODGROUP_ANNOTATION):
         pod_group = state.pod_group(namespace, group)
         if pod_group is not None and pod_group.spec.queue:
@@ -109,7 +126,7 @@ def _volcano_queue(meta: Marks, namespace: str, state: state_module.State) -> st
 
 
 def _policy_for(
-    queue_labels: dict[str, str], state: state_module.State
+    queue_labels: dict[str, str], state: Queues
 ) -> policy_model.CheckpointPolicy | None:
     name = queue_labels.get(keys.POLICY_LABEL)
     if name:
@@ -120,7 +137,7 @@ def _policy_for(
 
 
 def _decide(
-    system: QueueSystem, queue_name: str, labels: dict[str, str] | None, state: state_module.State
+    system: QueueSystem, queue_name: str, labels: dict[str, str] | None, state: Queues
 ) -> Decision:
     labels = labels or {}
     if labels.get(keys.ENABLED_LABEL) != "true":
@@ -148,7 +165,7 @@ def opted_out(meta: Marks) -> bool:
     return meta.annotation(keys.CHECKPOINT_OPT_OUT_ANNOTATION) == "false"
 
 
-def decide(meta: Marks, *, namespace: str, state: state_module.State) -> Decision:
+def decide(meta: Marks, *, namespace: str, state: Queues) -> Decision:
     """Opt-in of a pod (or a Job: same labels) in ``namespace``, from caches only.
 
     ``namespace`` is passed explicitly because a CREATE review may leave it out of the object.
@@ -158,7 +175,7 @@ def decide(meta: Marks, *, namespace: str, state: state_module.State) -> Decisio
     return decide_queue(meta, namespace=namespace, state=state)
 
 
-def decide_queue(meta: Marks, *, namespace: str, state: state_module.State) -> Decision:
+def decide_queue(meta: Marks, *, namespace: str, state: Queues) -> Decision:
     """Like :func:`decide` but ignoring the object's own opt-out annotation."""
     if cluster_queue := _kueue_cluster_queue(meta, namespace, state):
         cq = state.cluster_queue(cluster_queue)
