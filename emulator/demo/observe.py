@@ -142,14 +142,17 @@ class Recorder:
         return [int(s) for s in PROGRESS.findall(container.spec.log_path.read_text())]
 
     def newest_good(self, record: _Pod, checkpoints: list[Obj]) -> str | None:
-        """The newest Succeeded checkpoint of ``record``'s job when ``record`` was created.
+        """The newest good checkpoint of ``record``'s job when ``record`` was created.
 
         That is the one taken from the most recent earlier incarnation that has a Succeeded
         checkpoint (by its member pod UID) — what an incarnation should restore from.
         """
         by_member: dict[str, str] = {}
         for cp in checkpoints:
-            if (cp.get("status") or {}).get("phase") != "Succeeded":
+            # Failed sets are never restorable. Anything else counts: Expired ones were good
+            # when they were the newest, and one still saving when the run stopped is what a
+            # restore waits for.
+            if (cp.get("status") or {}).get("phase") == "Failed":
                 continue
             for member in cp["spec"]["members"]:
                 by_member[member["podUid"]] = cp["metadata"]["name"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import dataclasses
 import datetime
 import math
@@ -118,6 +119,21 @@ class KillRecord:
     sigkill_at: float | None
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL this container when the emulator process dies.
+
+    A node's containers die with its kubelet's machine; here the "machine" is this process.
+    Without this, a test run that is killed (CI timeout, ^C) would leave trainers running
+    forever, holding CPU on a 2-core box. Best effort: only Linux has ``prctl``.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _read_tail(path: Path, limit: int) -> bytes:
     try:
         with path.open("rb") as stream:
@@ -189,6 +205,7 @@ class Container:
                 env=env,
                 cwd=spec.cwd,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         started = state.Running(started_at=state.now())
         self._state = started
@@ -255,7 +272,8 @@ class Container:
             return f"failed: {hook.unsupported}"
         if hook.sleep_seconds is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.exited.wait(), timeout=min(hook.sleep_seconds, limit))
+                async with asyncio.timeout(min(hook.sleep_seconds, limit)):
+                    await self.exited.wait()
             return "completed" if hook.sleep_seconds <= limit else "timed out"
         hook_spec = dataclasses.replace(self.spec, command=hook.command, args=None)
         try:
@@ -271,10 +289,12 @@ class Container:
                 env=commands.env_for(argv, self.spec.env),
                 cwd=self.spec.cwd,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         self._hooks.add(process)
         try:
-            code = await asyncio.wait_for(process.wait(), timeout=limit)
+            async with asyncio.timeout(limit):
+                code = await process.wait()
         except TimeoutError:
             return "timed out"
         finally:
@@ -323,7 +343,8 @@ class Container:
             sigterm_at = time.monotonic()
             self._signal_group(signal.SIGTERM)
             try:
-                await asyncio.wait_for(self.exited.wait(), timeout=grace)
+                async with asyncio.timeout(grace):
+                    await self.exited.wait()
             except TimeoutError:
                 sigkill_at = time.monotonic()
                 self._signal_group(signal.SIGKILL)
@@ -336,7 +357,8 @@ class Container:
             return
         self._signal_group(signal.SIGKILL)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self.exited.wait()), timeout=10)
+            async with asyncio.timeout(10):
+                await self.exited.wait()
         if not self.exited.is_set() and self._watcher is not None:
             self._watcher.cancel()  # its cancellation path records the end
 

@@ -243,7 +243,8 @@ class PodWorker:
     async def _pause(self, seconds: float) -> bool:
         """Sleep, unless deleted first; True if deleted."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._deleted.wait(), timeout=seconds)
+            async with asyncio.timeout(seconds):
+                await self._deleted.wait()
         return self.deleted
 
     async def _run_init_containers(self) -> bool:

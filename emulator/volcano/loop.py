@@ -71,7 +71,8 @@ class Loop:
     async def _loop(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), timeout=self.period)
+                async with asyncio.timeout(self.period):
+                    await self._dirty.wait()
             self._dirty.clear()
             await asyncio.sleep(0)
             try:
