@@ -1,0 +1,643 @@
+"""Benchmark: the queue bridge's reaction time and memory, and how both grow with the cluster.
+
+Run: ``python -m benchmarks.bench_bridge`` (``make bench``). Prints numbers; asserts nothing.
+``--sizes 5000`` alone gives the reaction headline (1,000 Workloads, 5,000 pods), ``--sizes
+10000`` the footprint headline (2,000 Workloads, 10,000 pods); the default runs the scaling
+table 1k / 2.5k / 5k / 10k pods (Workloads = pods / 5, one Job each), which contains both.
+
+For each size, in this process: a fresh API emulator (``emulator.apiserver.server.ApiServer``
+over loopback HTTP) filled through its in-process clients with what the other components
+write — the Jobs, Kueue's admitted Workloads (status by server-side apply as
+``kueue-admission``), the job controller's pods carrying the webhook's ``kontinue.dev/lineage``
+annotation and ``kontinue.dev/checkpoint`` finalizer, the kubelet's ``Running`` status — in
+one opted-in ClusterQueue. Then the real bridge starts as its own process (``python -m
+queue_bridge``, configured by environment and ``KUBECONFIG`` exactly as in a pod), so its
+memory is its own and its CPU is not the emulator's.
+
+1. Footprint: once ``/readyz`` says ``leader`` and the work queue has drained (the start-up
+   sweep of every key is done), ``VmRSS`` and ``VmHWM`` from ``/proc/<pid>/status``.
+2. Reaction: Kueue's eviction write (one server-side apply on workloads/status:
+   ``Evicted=True`` reason ``Preempted`` + ``Preempted=True`` reason ``InClusterQueue``,
+   admission kept — as tests/integration/bridge/conftest.py ``Cluster.evict``) to the
+   Checkpoint's ADDED event on a watch opened with the emulator's in-process client. Both
+   timestamps are taken in this process with one clock: from just before the write call to the
+   moment the watch delivers the Checkpoint. ``--evictions`` Workloads are evicted one every
+   ``--interval`` s (spread), then ``--burst`` more at once.
+
+Targets (issue 7): reaction p99 < 100 ms at 1,000 Workloads / 5,000 pods; RSS < 300 MB at
+2,000 Workloads / 10,000 pods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import pathlib
+import platform
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import aiohttp
+
+from emulator.apiserver import server
+from kontinue import keys, lineage
+from kontinue.kube import api, resources
+from kontinue.models import base, checkpoint
+from tests import fixtures
+
+Obj = dict[str, Any]
+NS = "team-a"
+SYSTEM = "kontinue-system"
+BRIDGE_USER = f"system:serviceaccount:{SYSTEM}:kontinue-bridge"
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+KUEUE_USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
+PODS_PER_WORKLOAD = 5
+CRDS = [
+    *sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")),
+    *sorted((fixtures.UPSTREAM / "kueue/crds").glob("kueue.x-k8s.io_*.yaml")),
+]
+MESSAGE = (
+    "Preempted to accommodate a workload (UID: 9a9a, JobUID: 8b8b) due to prioritization in "
+    "the ClusterQueue"
+)
+
+
+def _condition(type_: str, status: str, reason: str, message: str) -> Obj:
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": base.format_time(base.now()),
+        "observedGeneration": 1,
+    }
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+# --- the cluster ------------------------------------------------------------------------------
+
+
+class Filled:
+    """An emulator holding ``workloads`` admitted Workloads with ``per`` running pods each."""
+
+    def __init__(self, emulated: server.ApiServer) -> None:
+        self.emulated = emulated
+        self.admin = emulated.client()
+        self.kueue = emulated.client(KUEUE_USER)
+        self.job_controller = emulated.client(JOB_CONTROLLER)
+        self.admitted: dict[str, Obj] = {}  # Workload name -> the status Kueue applied
+
+    async def setup(self) -> None:
+        for path in CRDS:
+            self.emulated.install_crd(fixtures.load_one(path))
+        for namespace in (NS, SYSTEM):
+            await self.admin.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
+        await self.admin.create(
+            resources.CLUSTER_QUEUES,
+            {
+                "apiVersion": resources.CLUSTER_QUEUES.api_version,
+                "kind": "ClusterQueue",
+                "metadata": {"name": "cq", "labels": {keys.ENABLED_LABEL: "true"}},
+                "spec": {"cohortName": "team"},
+            },
+        )
+        await self.admin.create(
+            resources.LOCAL_QUEUES,
+            {
+                "apiVersion": resources.LOCAL_QUEUES.api_version,
+                "kind": "LocalQueue",
+                "metadata": {"name": "lq", "namespace": NS},
+                "spec": {"clusterQueue": "cq"},
+            },
+        )
+
+    async def add(self, index: int, *, per: int) -> None:
+        """One Job, its admitted Workload and ``per`` Running pods."""
+        template: Obj = {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "registry.example/train:v1"}],
+            }
+        }
+        job = await self.admin.create(
+            resources.JOBS,
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": f"train-{index:05d}",
+                    "namespace": NS,
+                    "labels": {keys.KUEUE_QUEUE_NAME_LABEL: "lq"},
+                },
+                "spec": {
+                    "suspend": False,
+                    "completions": per,
+                    "parallelism": per,
+                    "completionMode": "Indexed",
+                    "podReplacementPolicy": "Failed",
+                    "podFailurePolicy": {
+                        "rules": [
+                            {
+                                "action": "Ignore",
+                                "onPodConditions": [{"type": "DisruptionTarget"}],
+                            }
+                        ]
+                    },
+                    "template": template,
+                },
+            },
+        )
+        job_name, job_uid = job["metadata"]["name"], job["metadata"]["uid"]
+        owner_ref = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": job_name,
+            "uid": job_uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        name = f"job-{job_name}-3f1a2"
+        await self.kueue.create(
+            resources.WORKLOADS,
+            {
+                "apiVersion": resources.WORKLOADS.api_version,
+                "kind": "Workload",
+                "metadata": {"name": name, "namespace": NS, "ownerReferences": [owner_ref]},
+                "spec": {
+                    "queueName": "lq",
+                    "podSets": [{"name": "main", "count": per, "template": template}],
+                },
+            },
+        )
+        status: Obj = {
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [
+                    {"name": "main", "count": per, "flavors": {"nvidia.com/gpu": "gpu"}}
+                ],
+            },
+            "conditions": [
+                _condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in cq"),
+                _condition("Admitted", "True", "Admitted", "The workload is admitted"),
+            ],
+        }
+        await self.kueue_apply(name, status)
+        self.admitted[name] = status
+        annotation = lineage.annotation_value(
+            checkpoint.Lineage(
+                namespace=NS, owner_kind="Job", owner_name=job_name, owner_uid=job_uid
+            )
+        )
+        for pod_index in range(per):
+            node = f"node-{(index * per + pod_index) % 64}"
+            pod = await self.job_controller.create(
+                resources.PODS,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"{job_name}-{pod_index}-{index:05x}",
+                        "namespace": NS,
+                        "labels": {
+                            keys.JOB_NAME_LABEL: job_name,
+                            "batch.kubernetes.io/controller-uid": job_uid,
+                        },
+                        "annotations": {
+                            keys.LINEAGE_ANNOTATION: annotation,
+                            keys.JOB_COMPLETION_INDEX_ANNOTATION: str(pod_index),
+                        },
+                        "finalizers": [keys.JOB_TRACKING_FINALIZER, keys.CHECKPOINT_FINALIZER],
+                        "ownerReferences": [owner_ref],
+                    },
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "terminationGracePeriodSeconds": 30,
+                        "nodeName": node,
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "registry.example/train:v1",
+                                "resources": {
+                                    "limits": {"nvidia.com/gpu": "1"},
+                                    "requests": {"nvidia.com/gpu": "1"},
+                                },
+                            }
+                        ],
+                    },
+                },
+            )
+            pod["status"] = {
+                "phase": "Running",
+                "podIP": f"10.0.{pod_index}.{index % 250}",
+                "containerStatuses": [
+                    {
+                        "name": "main",
+                        "ready": True,
+                        "restartCount": 0,
+                        "image": "registry.example/train:v1",
+                        "state": {"running": {"startedAt": base.format_time(base.now())}},
+                    }
+                ],
+            }
+            kubelet = self.emulated.client(f"system:node:{node}")
+            await kubelet.replace(resources.PODS, pod, subresource="status")
+
+    async def kueue_apply(self, name: str, status: Obj) -> Obj:
+        return await self.kueue.patch(
+            resources.WORKLOADS,
+            name,
+            {
+                "apiVersion": resources.WORKLOADS.api_version,
+                "kind": "Workload",
+                "metadata": {"name": name, "namespace": NS},
+                "status": status,
+            },
+            content_type=api.APPLY_PATCH,
+            namespace=NS,
+            subresource="status",
+            field_manager="kueue-admission",
+            force=True,
+        )
+
+    async def evict(self, name: str) -> None:
+        """Kueue's preemption write (kueue.md §1.1 step A), admission kept."""
+        admitted = self.admitted[name]
+        conditions = [
+            *admitted["conditions"],
+            _condition("Evicted", "True", "Preempted", MESSAGE),
+            _condition("Preempted", "True", "InClusterQueue", MESSAGE),
+        ]
+        await self.kueue_apply(name, {"admission": admitted["admission"], "conditions": conditions})
+
+
+# --- the bridge process -----------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """``VmRSS``/``VmHWM`` (kB) of ``pid`` from /proc: the process's own resident memory."""
+    found: dict[str, int] = {}
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        field, _, value = line.partition(":")
+        if field in ("VmRSS", "VmHWM"):
+            found[field] = int(value.split()[0])
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far (/proc/<pid>/stat fields 14 and 15)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class BridgeProcess:
+    """``python -m queue_bridge`` with a kubeconfig for the emulator; SIGTERM to stop."""
+
+    def __init__(self, emulated: server.ApiServer, workdir: pathlib.Path) -> None:
+        self.port = _free_port()
+        kubeconfig = workdir / "kubeconfig"
+        kubeconfig.write_text(json.dumps(emulated.kubeconfig(BRIDGE_USER)))
+        self.log = workdir / "bridge.log"
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "KONTINUE_NAMESPACE": SYSTEM,
+            "KONTINUE_POD_NAME": "bench-bridge",
+            "KONTINUE_HEALTH_HOST": "127.0.0.1",
+            "KONTINUE_HEALTH_PORT": str(self.port),
+            "KONTINUE_METRICS_PORT": "0",
+        }
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "queue_bridge"], env=env, stdout=out, stderr=out
+            )
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    async def _get(self, session: aiohttp.ClientSession, path: str) -> tuple[int, str]:
+        try:
+            async with session.get(self.url + path) as response:
+                return response.status, await response.text()
+        except aiohttp.ClientError:
+            return 0, ""
+
+    async def wait_idle(self, *, within: float) -> tuple[float, float]:
+        """Seconds until ``/readyz`` says leader, and until the work queue stayed empty."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        deadline = started + within
+        ready_at = 0.0
+        empty = 0
+        async with aiohttp.ClientSession() as session:
+            while loop.time() < deadline:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"bridge exited {self.process.returncode}: {self.tail()}")
+                if not ready_at:
+                    status, text = await self._get(session, "/readyz")
+                    if status == 200 and "leader" in text:
+                        ready_at = loop.time() - started
+                else:
+                    _, text = await self._get(session, "/metrics")
+                    found = re.search(r"^kontinue_bridge_queue_depth\S* (\S+)$", text, re.M)
+                    empty = empty + 1 if found and float(found.group(1)) == 0 else 0
+                    if empty >= 3:
+                        return ready_at, loop.time() - started
+                await asyncio.sleep(0.2)
+        raise RuntimeError(f"bridge not idle within {within}s: {self.tail()}")
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-2000:]
+
+    async def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(self.process.wait, 15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+# --- one size -------------------------------------------------------------------------------
+
+
+class Watcher:
+    """Timestamps each Checkpoint's ADDED event, by the Workload it was made for."""
+
+    def __init__(self, client: server.Client) -> None:
+        self.client = client
+        self.seen: dict[str, float] = {}
+        self.arrived = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        listed = await self.client.list(resources.CHECKPOINTS, namespace=NS)
+        version = listed["metadata"]["resourceVersion"]
+        self.task = asyncio.create_task(self._run(version))
+
+    async def _run(self, version: str) -> None:
+        async for event in self.client.watch(
+            resources.CHECKPOINTS, namespace=NS, resource_version=version
+        ):
+            if event["type"] == "ADDED":
+                workload = event["object"]["spec"].get("workload", "")
+                self.seen.setdefault(workload, time.perf_counter())
+                self.arrived.set()
+
+    async def wait_for(self, names: list[str], *, within: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while not all(n in self.seen for n in names) and loop.time() < deadline:
+            self.arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.arrived.wait(), timeout=deadline - loop.time())
+
+    async def stop(self) -> None:
+        """Cancel the watch, again if need be: on Python 3.11 a cancellation that lands as
+        ``asyncio.wait_for`` (inside the emulator's stream) completes can be swallowed, and a
+        single ``cancel()`` + ``await`` then hangs forever (seen once in this benchmark)."""
+        if self.task is None:
+            return
+        for _ in range(20):
+            self.task.cancel()
+            await asyncio.wait({self.task}, timeout=0.5)
+            if self.task.done():
+                break
+        if self.task.done() and not self.task.cancelled():
+            with contextlib.suppress(Exception):
+                self.task.result()
+
+
+async def one_size(pods: int, args: argparse.Namespace) -> Obj:
+    workloads = pods // PODS_PER_WORKLOAD
+    result: Obj = {"pods": pods, "workloads": workloads}
+    async with server.ApiServer(bookmark_interval=5.0) as emulated:
+        filled = Filled(emulated)
+        await filled.setup()
+        t = time.perf_counter()
+        for index in range(workloads):
+            await filled.add(index, per=PODS_PER_WORKLOAD)
+        result["fill_s"] = time.perf_counter() - t
+        with tempfile.TemporaryDirectory(prefix="bench-bridge-") as tmp:
+            bridge = BridgeProcess(emulated, pathlib.Path(tmp))
+            try:
+                ready, idle = await bridge.wait_idle(within=args.sync_timeout)
+                pid = bridge.process.pid
+                result.update(ready_s=ready, idle_s=idle, startup_cpu_s=cpu_seconds(pid))
+                result.update(proc_status(pid))
+                if workloads and args.evictions + args.burst:
+                    result.update(await reaction(filled, pid, args))
+                    result["after"] = proc_status(pid)
+                result["queue_full"] = bridge.tail().count("work queue full")
+            finally:
+                await bridge.stop()
+    return result
+
+
+async def reaction(filled: Filled, pid: int, args: argparse.Namespace) -> Obj:
+    names = sorted(filled.admitted)
+    burst_n = min(args.burst, len(names) // 4)
+    spread = names[: min(args.evictions, len(names) - burst_n)]
+    burst = names[len(spread) : len(spread) + burst_n]
+    watcher = Watcher(filled.admin)
+    await watcher.start()
+    try:
+        written: dict[str, float] = {}
+        write_ms: list[float] = []
+        cpu_before = cpu_seconds(pid)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for i, name in enumerate(spread):
+            delay = start + i * args.interval - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            written[name] = time.perf_counter()
+            await filled.evict(name)
+            write_ms.append((time.perf_counter() - written[name]) * 1000)
+        _note("spread written")
+        await watcher.wait_for(spread, within=30)
+        _note(f"spread seen: {sum(n in watcher.seen for n in spread)}/{len(spread)}")
+        spread_cpu = cpu_seconds(pid) - cpu_before
+        await asyncio.sleep(1.0)  # let the bridge settle before the burst
+
+        async def one(name: str) -> None:
+            written[name] = time.perf_counter()
+            await filled.evict(name)
+
+        burst_start = time.perf_counter()
+        await asyncio.gather(*(one(n) for n in burst))
+        burst_written = time.perf_counter() - burst_start
+        _note("burst written")
+        await watcher.wait_for(burst, within=30)
+        _note(f"burst seen: {sum(n in watcher.seen for n in burst)}/{len(burst)}")
+    finally:
+        await watcher.stop()
+        _note("watcher stopped")
+
+    def latencies(group: list[str]) -> list[float]:
+        return [(watcher.seen[n] - written[n]) * 1000 for n in group if n in watcher.seen]
+
+    spread_ms = latencies(spread)
+    burst_ms = latencies(burst)
+    burst_last = [watcher.seen[n] for n in burst if n in watcher.seen]
+    return {
+        "spread": spread_ms,
+        "spread_n": len(spread),
+        "spread_cpu_ms": spread_cpu * 1000 / max(1, len(spread)),
+        "write_ms": write_ms,
+        "burst": burst_ms,
+        "burst_n": len(burst),
+        "burst_written_ms": burst_written * 1000,
+        "burst_all_ms": (max(burst_last) - burst_start) * 1000 if burst_last else float("nan"),
+    }
+
+
+def _note(what: str) -> None:
+    """Progress on stderr (the numbers go to stdout)."""
+    print(f"    {time.strftime('%H:%M:%S')} {what}", file=sys.stderr, flush=True)
+
+
+# --- report ---------------------------------------------------------------------------------
+
+
+def machine() -> list[str]:
+    model = "?"
+    with contextlib.suppress(OSError):
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem = "?"
+    with contextlib.suppress(OSError):
+        for line in pathlib.Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    return [
+        f"machine: {os.cpu_count()} CPUs ({model}), {mem} RAM, python {platform.python_version()}",
+        f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+    ]
+
+
+def _ms(values: list[float]) -> str:
+    if not values:
+        return f"{'-':>7s} {'-':>7s} {'-':>7s}"
+    return f"{_pct(values, 0.5):7.1f} {_pct(values, 0.99):7.1f} {max(values):7.1f}"
+
+
+def report(results: list[Obj]) -> None:
+    print()
+    print("footprint: the bridge process after caches synced and the start-up sweep drained")
+    print(
+        f"  {'pods':>6s} {'wls':>5s} {'VmRSS MB':>9s} {'VmHWM MB':>9s} {'ready s':>8s}"
+        f" {'idle s':>7s} {'cpu s':>6s} {'q full':>6s} {'RSS after evictions':>20s}"
+    )
+    for r in results:
+        after = r.get("after", {}).get("VmRSS")
+        print(
+            f"  {r['pods']:6d} {r['workloads']:5d} {r['VmRSS'] / 1024:9.1f}"
+            f" {r['VmHWM'] / 1024:9.1f} {r['ready_s']:8.2f} {r['idle_s']:7.2f}"
+            f" {r['startup_cpu_s']:6.2f} {r['queue_full']:6d}"
+            f" {(f'{after / 1024:.1f} MB' if after else '-'):>20s}"
+        )
+    print()
+    print("reaction: eviction write -> Checkpoint ADDED on a watch, ms")
+    print(
+        f"  {'pods':>6s} {'wls':>5s} {'n':>4s} {'p50':>7s} {'p99':>7s} {'max':>7s}"
+        f"  {'burst n':>7s} {'p50':>7s} {'p99':>7s} {'max':>7s} {'all':>7s}"
+        f" {'write p50':>9s} {'cpu/evict':>9s}"
+    )
+    for r in results:
+        if "spread" not in r:
+            continue
+        print(
+            f"  {r['pods']:6d} {r['workloads']:5d} {len(r['spread']):4d} {_ms(r['spread'])}"
+            f"  {len(r['burst']):7d} {_ms(r['burst'])} {r['burst_all_ms']:7.1f}"
+            f" {_pct(r['write_ms'], 0.5):9.2f} {r['spread_cpu_ms']:9.2f}"
+        )
+        missing = r["spread_n"] - len(r["spread"]) + r["burst_n"] - len(r["burst"])
+        if missing:
+            print(f"    !! {missing} Checkpoints never appeared within 30 s")
+    print()
+    by_size = {r["pods"]: r for r in results}
+    if 5000 in by_size and by_size[5000].get("spread"):
+        p99 = _pct(by_size[5000]["spread"], 0.99)
+        verdict = "met" if p99 < 100 else "NOT met"
+        print(f"  reaction p99 at 5,000 pods = {p99:.1f} ms (target < 100 ms): {verdict}")
+    if 10000 in by_size:
+        rss = by_size[10000]["VmRSS"] / 1024
+        verdict = "met" if rss < 300 else "NOT met"
+        print(f"  RSS at 10,000 pods = {rss:.0f} MB (target < 300 MB): {verdict}")
+    sized = [r for r in results if r["pods"]]
+    if len(sized) >= 2:
+        first, last = sized[0], sized[-1]
+        growth = last["pods"] / first["pods"]
+        base_rss = results[0]["VmRSS"] if results[0]["pods"] == 0 else 0
+        rss_growth = (last["VmRSS"] - base_rss) / max(1, first["VmRSS"] - base_rss)
+        print(
+            f"  scaling {first['pods']} -> {last['pods']} pods (x{growth:.1f}):"
+            f" RSS{' above the empty bridge' if base_rss else ''} x{rss_growth:.1f},"
+            f" sync-to-idle x{last['idle_s'] / max(first['idle_s'], 1e-9):.1f}"
+            + (
+                f", reaction p50 x{_pct(last['spread'], 0.5) / _pct(first['spread'], 0.5):.1f}"
+                if first.get("spread") and last.get("spread")
+                else ""
+            )
+        )
+
+
+async def run(args: argparse.Namespace) -> None:
+    for line in machine():
+        print(line)
+    print(
+        f"pods per Workload: {PODS_PER_WORKLOAD}; evictions: {args.evictions} spread"
+        f" ({args.interval * 1000:.0f} ms apart) + {args.burst} at once"
+    )
+    results = []
+    for pods in args.sizes:
+        result = await one_size(pods, args)
+        print(
+            f"  {pods} pods: filled in {result['fill_s']:.1f}s,"
+            f" bridge ready {result['ready_s']:.1f}s,"
+            f" idle {result['idle_s']:.1f}s, RSS {result['VmRSS'] / 1024:.1f} MB",
+            flush=True,
+        )
+        results.append(result)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    report(results)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_bridge")
+    parser.add_argument(
+        "--sizes",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[0, 1000, 2500, 5000, 10000],
+        help="comma-separated pod counts (Workloads = pods / 5); 0 = the empty bridge",
+    )
+    parser.add_argument("--evictions", type=int, default=200)
+    parser.add_argument("--interval", type=float, default=0.05)
+    parser.add_argument("--burst", type=int, default=50)
+    parser.add_argument("--sync-timeout", type=float, default=180.0)
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
