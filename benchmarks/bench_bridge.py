@@ -10,7 +10,10 @@ over loopback HTTP) filled through its in-process clients with what the other co
 write — the Jobs, Kueue's admitted Workloads (status by server-side apply as
 ``kueue-admission``), the job controller's pods carrying the webhook's ``kontinue.dev/lineage``
 annotation and ``kontinue.dev/checkpoint`` finalizer, the kubelet's ``Running`` status — in
-one opted-in ClusterQueue. Then the real bridge starts as its own process (``python -m
+one opted-in ClusterQueue. Pods have the spec and status of the recorded kubelet pod
+(``--pod-shape recorded``, the default, ~4 KB of JSON; the emulator adds no managedFields, a real
+kube-apiserver would add about 1 KB more) or a minimal running pod (``--pod-shape small``,
+~1.9 KB). Then the real bridge starts as its own process (``python -m
 queue_bridge``, configured by environment and ``KUBECONFIG`` exactly as in a pod), so its
 memory is its own and its CPU is not the emulator's.
 
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import copy
 import json
 import os
 import pathlib
@@ -65,6 +69,7 @@ CRDS = [
     *sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")),
     *sorted((fixtures.UPSTREAM / "kueue/crds").glob("kueue.x-k8s.io_*.yaml")),
 ]
+RECORDED_POD = fixtures.FIXTURES / "bridge/kubelet-sigterm-saved.json"
 MESSAGE = (
     "Preempted to accommodate a workload (UID: 9a9a, JobUID: 8b8b) due to prioritization in "
     "the ClusterQueue"
@@ -93,8 +98,9 @@ def _pct(values: list[float], q: float) -> float:
 class Filled:
     """An emulator holding ``workloads`` admitted Workloads with ``per`` running pods each."""
 
-    def __init__(self, emulated: server.ApiServer) -> None:
+    def __init__(self, emulated: server.ApiServer, *, recorded: bool = False) -> None:
         self.emulated = emulated
+        self.recorded: Obj | None = json.loads(RECORDED_POD.read_text()) if recorded else None
         self.admin = emulated.client()
         self.kueue = emulated.client(KUEUE_USER)
         self.job_controller = emulated.client(JOB_CONTROLLER)
@@ -203,42 +209,42 @@ class Filled:
         )
         for pod_index in range(per):
             node = f"node-{(index * per + pod_index) % 64}"
-            pod = await self.job_controller.create(
-                resources.PODS,
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {
-                        "name": f"{job_name}-{pod_index}-{index:05x}",
-                        "namespace": NS,
-                        "labels": {
-                            keys.JOB_NAME_LABEL: job_name,
-                            "batch.kubernetes.io/controller-uid": job_uid,
-                        },
-                        "annotations": {
-                            keys.LINEAGE_ANNOTATION: annotation,
-                            keys.JOB_COMPLETION_INDEX_ANNOTATION: str(pod_index),
-                        },
-                        "finalizers": [keys.JOB_TRACKING_FINALIZER, keys.CHECKPOINT_FINALIZER],
-                        "ownerReferences": [owner_ref],
+            body: Obj = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{job_name}-{pod_index}-{index:05x}",
+                    "namespace": NS,
+                    "labels": {
+                        keys.JOB_NAME_LABEL: job_name,
+                        "batch.kubernetes.io/controller-uid": job_uid,
                     },
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "terminationGracePeriodSeconds": 30,
-                        "nodeName": node,
-                        "containers": [
-                            {
-                                "name": "main",
-                                "image": "registry.example/train:v1",
-                                "resources": {
-                                    "limits": {"nvidia.com/gpu": "1"},
-                                    "requests": {"nvidia.com/gpu": "1"},
-                                },
-                            }
-                        ],
+                    "annotations": {
+                        keys.LINEAGE_ANNOTATION: annotation,
+                        keys.JOB_COMPLETION_INDEX_ANNOTATION: str(pod_index),
                     },
+                    "finalizers": [keys.JOB_TRACKING_FINALIZER, keys.CHECKPOINT_FINALIZER],
+                    "ownerReferences": [owner_ref],
                 },
-            )
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 30,
+                    "nodeName": node,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.example/train:v1",
+                            "resources": {
+                                "limits": {"nvidia.com/gpu": "1"},
+                                "requests": {"nvidia.com/gpu": "1"},
+                            },
+                        }
+                    ],
+                },
+            }
+            if self.recorded is not None:  # the recorded pod's spec, with our name and node
+                body["spec"] = {**copy.deepcopy(self.recorded["spec"]), "nodeName": node}
+            pod = await self.job_controller.create(resources.PODS, body)
             pod["status"] = {
                 "phase": "Running",
                 "podIP": f"10.0.{pod_index}.{index % 250}",
@@ -252,6 +258,16 @@ class Filled:
                     }
                 ],
             }
+            if self.recorded is not None:  # the recorded kubelet status, still running
+                status = copy.deepcopy(self.recorded["status"])
+                status["phase"] = "Running"
+                for item in status["conditions"]:
+                    item["status"] = "True"
+                    item.pop("reason", None)
+                running = status["containerStatuses"][0]
+                running["state"] = {"running": {"startedAt": base.format_time(base.now())}}
+                running["ready"] = True
+                pod["status"] = status
             kubelet = self.emulated.client(f"system:node:{node}")
             await kubelet.replace(resources.PODS, pod, subresource="status")
 
@@ -430,7 +446,7 @@ async def one_size(pods: int, args: argparse.Namespace) -> Obj:
     workloads = pods // PODS_PER_WORKLOAD
     result: Obj = {"pods": pods, "workloads": workloads}
     async with server.ApiServer(bookmark_interval=5.0) as emulated:
-        filled = Filled(emulated)
+        filled = Filled(emulated, recorded=args.pod_shape == "recorded")
         await filled.setup()
         t = time.perf_counter()
         for index in range(workloads):
@@ -608,7 +624,8 @@ async def run(args: argparse.Namespace) -> None:
         print(line)
     print(
         f"pods per Workload: {PODS_PER_WORKLOAD}; evictions: {args.evictions} spread"
-        f" ({args.interval * 1000:.0f} ms apart) + {args.burst} at once"
+        f" ({args.interval * 1000:.0f} ms apart) + {args.burst} at once;"
+        f" pod shape: {args.pod_shape}"
     )
     results = []
     for pods in args.sizes:
@@ -635,6 +652,13 @@ def main() -> None:
     parser.add_argument("--evictions", type=int, default=200)
     parser.add_argument("--interval", type=float, default=0.05)
     parser.add_argument("--burst", type=int, default=50)
+    parser.add_argument(
+        "--pod-shape",
+        choices=["small", "recorded"],
+        default="recorded",
+        help="small: a minimal running pod (~1.9 KB JSON); recorded: the spec and status of "
+        "the recorded kubelet pod tests/fixtures/bridge/kubelet-sigterm-saved.json (~4 KB)",
+    )
     parser.add_argument("--sync-timeout", type=float, default=180.0)
     asyncio.run(run(parser.parse_args()))
 
