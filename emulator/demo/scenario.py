@@ -45,7 +45,7 @@ class Options:
     state_bytes: int = 1 << 16
 
 
-def _priority_classes() -> list[Obj]:
+def priority_classes() -> list[Obj]:
     return [
         {
             "apiVersion": "scheduling.k8s.io/v1",
@@ -57,7 +57,7 @@ def _priority_classes() -> list[Obj]:
     ]
 
 
-def _queues(total_gpus: int) -> list[tuple[resources.Resource, Obj]]:
+def queues(total_gpus: int) -> list[tuple[resources.Resource, Obj]]:
     product = gpus.H100.product
     return [
         (
@@ -108,13 +108,14 @@ def _queues(total_gpus: int) -> list[tuple[resources.Resource, Obj]]:
     ]
 
 
-def policy(options: Options) -> Obj:
+def policy(options: Options, *, host_path: str = "/var/kontinue") -> Obj:
+    """The demo's CheckpointPolicy: hostPath storage every node shares (development only)."""
     return {
         "apiVersion": keys.API_VERSION,
         "kind": "CheckpointPolicy",
         "metadata": {"name": POLICY},
         "spec": {
-            "storage": {"hostPath": {"path": "/var/kontinue"}, "mountPath": "/checkpoints"},
+            "storage": {"hostPath": {"path": host_path}, "mountPath": "/checkpoints"},
             "minGracePeriodSeconds": options.grace_seconds,
             "compatibility": ["gpuProduct", "cudaDriverMajor", "gpuCount"],
         },
@@ -202,9 +203,9 @@ async def run(
         policy=policy(options) if with_kontinue else None,
     ) as system:
         admin = system.admin
-        for obj in _priority_classes():
+        for obj in priority_classes():
             await admin.create(resources.PRIORITY_CLASSES, obj)
-        for resource, obj in _queues(total_gpus):
+        for resource, obj in queues(total_gpus):
             await admin.create(resource, obj)
         if with_kontinue:
             await admin.patch(
