@@ -4,6 +4,8 @@ Decisions come from :mod:`queue_bridge.reconciling` and :mod:`queue_bridge.admis
 this module only turns them into requests with the right verb and Content-Type:
 
 - Checkpoint create: ``AlreadyExists`` is success (another sighting, replica or restart made it).
+- Checkpoint members: a later victim of the same eviction joins an open Checkpoint by a merge
+  patch of ``spec.members`` carrying the ``resourceVersion`` it was decided from.
 - Checkpoint status: a JSON merge patch on the ``status`` subresource carrying the
   ``resourceVersion`` we decided from, so a decision made on a stale copy fails with
   ``Conflict`` (retried from fresh state) instead of overwriting newer results.
@@ -34,6 +36,23 @@ async def create_checkpoint(kube: kube_api.Api, cp: checkpoint.Checkpoint) -> di
         if exc.already_exists:
             return None
         raise
+
+
+async def write_members(
+    kube: kube_api.Api, cp: checkpoint.Checkpoint, members: list[checkpoint.Member]
+) -> dict[str, Any]:
+    """Replace ``spec.members`` (a later victim of the same eviction joins an open Checkpoint).
+
+    A merge patch carrying the ``resourceVersion`` the decision was made from: ``Conflict``
+    when the Checkpoint changed since (retried from fresh state), never a lost member.
+    """
+    patch: dict[str, Any] = {
+        "metadata": {"resourceVersion": cp.metadata.resource_version},
+        "spec": {"members": [base.to_dict(m) for m in members]},
+    }
+    return await kube.merge_patch(
+        resources.CHECKPOINTS, cp.name, patch, namespace=cp.metadata.namespace
+    )
 
 
 async def write_status(

@@ -12,6 +12,9 @@ handlers re-read the caches for their key, call the pure decisions in
   deadline so a pod stuck Terminating cannot stall it.
 - ``Pod``: count a failed restore once; remove the ``kontinue.dev/checkpoint`` finalizer when
   the decision says so, or requeue at its recheck time.
+- ``Disruption`` (name: the lineage annotation value): pod-level disruptions of the lineage's
+  opted-in pods (kube-scheduler preemption, Eviction API, taint manager, Volcano) -> one
+  Checkpoint per eviction event, created or joined (:mod:`queue_bridge.disruptions`).
 - ``Job``: warn once per process about an opted-in Job whose preemptions count against
   ``backoffLimit``; a finished Job's checkpoints are re-examined for expiry.
 - ``AdmissionCheck``: keep ours ``Active``.
@@ -20,6 +23,12 @@ Only the leader processes keys (:meth:`Controller.lead`); the standby keeps its 
 a takeover starts with a full sweep (every key enqueued) and no relist. Nothing needed for a
 decision lives only in memory: the few in-memory sets here (Jobs already warned about) only
 spare the cluster duplicate Events.
+
+Both paths may see the same pods (a Volcano victim of a Kueue-managed Job; a Kueue eviction
+whose pods a drain also hits). Creating or joining a Checkpoint of one lineage therefore runs
+under a per-lineage lock and waits until the watch cache shows the write, so the other path's
+next decision already counts those pods as taken (only the leader writes, so an in-process lock
+is enough).
 """
 
 from __future__ import annotations
@@ -35,13 +44,13 @@ from typing import Any
 
 from opentelemetry import metrics
 
-from kontinue import catalog, keys, lineage
+from kontinue import catalog, keys, lineage, optin
 from kontinue.kube import api as kube_api
 from kontinue.kube import errors, resources, watching
-from kontinue.models import base, checkpoint, core, kueue
+from kontinue.models import base, checkpoint, core, kueue, volcano
 from kontinue.models import errors as model_errors
 from kontinue.models import policy as policy_model
-from queue_bridge import acting, admission_check, queueing, reconciling, recording
+from queue_bridge import acting, admission_check, disruptions, queueing, reconciling, recording
 from queue_bridge import settings as settings_module
 
 log = logging.getLogger("kontinue.bridge")
@@ -52,6 +61,9 @@ CHECKPOINT = "Checkpoint"
 POD = "Pod"
 JOB = "Job"
 ADMISSION_CHECK = "AdmissionCheck"
+DISRUPTION = "Disruption"
+WRITE_VISIBLE_SECONDS = 5.0
+"""How long a lineage's lock waits for the watch cache to show our own Checkpoint write."""
 Clock = Callable[[], datetime.datetime]
 SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 """Histogram bounds for sub-second work (OpenTelemetry's default starts at 0, 5, 10 s)."""
@@ -82,6 +94,7 @@ class Caches:
         *,
         admission_check: bool,
         resync_seconds: float | None,
+        queue_systems: tuple[str, ...] = (settings_module.KUEUE,),
         meter: metrics.Meter | None = None,
         **options: Any,
     ) -> None:
@@ -121,6 +134,12 @@ class Caches:
         if admission_check:
             self.admission_checks = cache(resources.ADMISSION_CHECKS, kueue.AdmissionCheck)
             self.flavors = cache(resources.RESOURCE_FLAVORS, kueue.ResourceFlavor)
+        # Only where Volcano is installed: a cache of a missing CRD never syncs (readiness).
+        self.volcano_queues: watching.WatchCache[volcano.Queue] | None = None
+        self.pod_groups: watching.WatchCache[volcano.PodGroup] | None = None
+        if settings_module.VOLCANO in queue_systems:
+            self.volcano_queues = cache(resources.VOLCANO_QUEUES, volcano.Queue)
+            self.pod_groups = cache(resources.PODGROUPS, volcano.PodGroup)
 
         # indexes, kept by subscriptions (synchronous, no I/O)
         self.pods_by_uid: dict[str, tuple[str, str]] = {}
@@ -145,6 +164,8 @@ class Caches:
             self.gpu_nodes,
             self.admission_checks,
             self.flavors,
+            self.volcano_queues,
+            self.pod_groups,
         ]
         return [c for c in found if c is not None]
 
@@ -249,6 +270,12 @@ class Caches:
     def cluster_queue(self, name: str) -> kueue.ClusterQueue | None:
         return self.cluster_queues.get(name)
 
+    def volcano_queue(self, name: str) -> volcano.Queue | None:
+        return self.volcano_queues.get(name) if self.volcano_queues is not None else None
+
+    def pod_group(self, namespace: str, name: str) -> volcano.PodGroup | None:
+        return self.pod_groups.get(name, namespace) if self.pod_groups is not None else None
+
     def policy(self, name: str) -> policy_model.CheckpointPolicy | None:
         return self.policies.get(name)
 
@@ -343,6 +370,7 @@ class Controller:
             kube,
             admission_check=config.admission_check,
             resync_seconds=config.resync_seconds,
+            queue_systems=config.queue_systems,
             meter=meter,
             **cache_options,
         )
@@ -353,6 +381,7 @@ class Controller:
         self.metrics = Metrics(meter, self.caches, self.queue, lambda: self.leading)
         self.leading = False
         self._warned_jobs: set[str] = set()
+        self._lineage_locks: dict[str, asyncio.Lock] = {}
         c = self.caches
         c.workloads.subscribe(self._on_workload)
         c.checkpoints.subscribe(self._on_checkpoint)
@@ -360,6 +389,10 @@ class Controller:
         c.jobs.subscribe(self._on_job)
         for cache in (c.cluster_queues, c.local_queues, c.policies):
             cache.subscribe(lambda _: self._add_all(WORKLOAD))
+        opt_in_sources = (c.cluster_queues, c.local_queues, c.policies)
+        for queues in (*opt_in_sources, c.volcano_queues, c.pod_groups):
+            if queues is not None:
+                queues.subscribe(lambda _: self._add_all(DISRUPTION))
         if c.admission_checks is not None:
             c.admission_checks.subscribe(lambda e: self._add(_key(ADMISSION_CHECK, e.obj)))
 
@@ -379,6 +412,10 @@ class Controller:
             JOB: self.caches.jobs,
             ADMISSION_CHECK: self.caches.admission_checks,
         }
+        if kind == DISRUPTION:
+            for pod in self.caches.pods.items():
+                self._add_disruption(pod)
+            return
         found = cache[kind]
         for obj in found.items() if found is not None else []:
             if kind == POD and not self._pod_matters(obj):
@@ -391,9 +428,19 @@ class Controller:
             pod.metadata.annotation(keys.RESTORE_FROM_ANNOTATION)
         )
 
+    def _add_disruption(self, pod: core.Pod) -> None:
+        if disruptions.has_disruption(pod):
+            annotation = pod.metadata.annotation(keys.LINEAGE_ANNOTATION) or ""
+            self._add((DISRUPTION, pod.namespace, annotation))
+
+    def _add_lineage_disruptions(self, owner: checkpoint.Lineage | None) -> None:
+        for pod in self.caches.lineage_pods(owner) if owner is not None else []:
+            self._add_disruption(pod)
+
     def _on_workload(self, event: watching.Event[kueue.Workload]) -> None:
         workload = event.obj
         self._add(_key(WORKLOAD, workload))
+        self._add_lineage_disruptions(reconciling.workload_lineage(workload))
         ref = workload.metadata.controller_ref()
         if ref is not None and ref.kind == "Job" and ref.api_version == "batch/v1":
             self._add((JOB, workload.namespace, ref.name))
@@ -407,6 +454,7 @@ class Controller:
                 self._add(_key(POD, pod))
         for ns, name in self.caches.workloads_by_owner.get(cp.spec.lineage.owner_uid, ()):
             self._add((WORKLOAD, ns, name))
+        self._add_lineage_disruptions(cp.spec.lineage)
 
     def _on_pod(self, event: watching.Event[core.Pod]) -> None:
         pod = event.obj
@@ -417,6 +465,8 @@ class Controller:
         owner = _owner_uid(pod.metadata.annotation(keys.LINEAGE_ANNOTATION))
         for ns, name in self.caches.workloads_by_owner.get(owner or "", ()):
             self._add((WORKLOAD, ns, name))
+        if event.type != "DELETED":
+            self._add_disruption(pod)
 
     def _on_job(self, event: watching.Event[core.Job]) -> None:
         job = event.obj
@@ -433,7 +483,7 @@ class Controller:
         self.leading = True
         log.info("leading: sweeping every object")
         try:
-            for kind in (ADMISSION_CHECK, JOB, CHECKPOINT, WORKLOAD, POD):
+            for kind in (ADMISSION_CHECK, JOB, CHECKPOINT, WORKLOAD, DISRUPTION, POD):
                 self._add_all(kind)
             await self.queue.run(self.handle, workers=self.config.workers)
         finally:
@@ -447,6 +497,7 @@ class Controller:
             POD: self.reconcile_pod,
             JOB: self.reconcile_job,
             ADMISSION_CHECK: self.reconcile_admission_check,
+            DISRUPTION: self.reconcile_disruption,
         }[kind]
         started = time.monotonic()
         try:
@@ -524,21 +575,54 @@ class Controller:
             log.error("workload=%s/%s cannot be read: %s", namespace, name, exc)
             found = None
         if found is not None and self.caches.checkpoints.get(found.name, namespace) is None:
-            await self._create_checkpoint(workload, found)
+            async with self._lineage_lock(found.lineage):
+                await self._create_checkpoint(workload, found)
         if self.caches.admission_checks is not None:
             await self._answer_check(workload, decision)
+
+    @contextlib.asynccontextmanager
+    async def _lineage_lock(self, owner: checkpoint.Lineage) -> AsyncIterator[None]:
+        """Serialise Checkpoint creation for one lineage across both paths (module doc)."""
+        lock = self._lineage_locks.setdefault(owner.owner_uid, asyncio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and self._lineage_locks.get(owner.owner_uid) is lock:
+                del self._lineage_locks[owner.owner_uid]
+
+    def _taken(self, owner: checkpoint.Lineage) -> set[str]:
+        """UIDs of the lineage's pods already members of an unexpired Checkpoint (any path)."""
+        return {
+            m.pod_uid
+            for cp in self.caches.checkpoints_of_owner(owner.owner_uid)
+            if cp.status.phase is not checkpoint.Phase.EXPIRED
+            for m in cp.spec.members
+        }
+
+    async def _visible(self, cp: checkpoint.Checkpoint, raw: dict[str, Any]) -> None:
+        """Wait (bounded) until the checkpoints cache shows our write ``raw`` of ``cp``."""
+        version = (raw.get("metadata") or {}).get("resourceVersion")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WRITE_VISIBLE_SECONDS
+        while loop.time() < deadline:
+            seen = self.caches.checkpoints.get(cp.name, cp.metadata.namespace)
+            if seen is not None and (
+                seen.metadata.resource_version == version
+                or {m.pod_uid for m in cp.spec.members} <= {m.pod_uid for m in seen.spec.members}
+            ):
+                return
+            await asyncio.sleep(0.01)
+        log.warning(
+            "checkpoint=%s/%s: our write not in the cache yet", cp.metadata.namespace, cp.name
+        )
 
     async def _create_checkpoint(
         self, workload: kueue.Workload, found: reconciling.Eviction
     ) -> None:
         c = self.caches
-        taken = {
-            m.pod_uid
-            for cp in c.checkpoints_of_owner(found.lineage.owner_uid)
-            if cp.status.phase is not checkpoint.Phase.EXPIRED
-            for m in cp.spec.members
-        }
         pods = c.lineage_pods(found.lineage)
+        taken = self._taken(found.lineage)
         members = reconciling.members_of(pods, owner=found.lineage, taken=taken)
         if not members:
             log.info(
@@ -548,6 +632,17 @@ class Controller:
                 found.trigger.reason,
             )
             return
+        await self._create(found, members=members, workload=workload.name)
+
+    async def _create(
+        self,
+        found: reconciling.Eviction,
+        *,
+        members: list[checkpoint.Member],
+        workload: str | None,
+    ) -> None:
+        """Create the Checkpoint of ``found`` (both paths), its metric, log and Event."""
+        c = self.caches
         first = c.pod_by_uid(members[0].pod_uid)
         node = c.gpu_nodes.get(members[0].node) if members[0].node else None
         try:
@@ -561,18 +656,107 @@ class Controller:
         raw = await acting.create_checkpoint(self.kube, cp)
         if raw is None:
             return
+        await self._visible(cp, raw)
         latency = (self.clock() - found.trigger.time).total_seconds()
         self.metrics.reaction.record(max(0.0, latency), {"source": found.trigger.source.value})
         self.metrics.transitions.add(1, {"phase": checkpoint.Phase.PENDING.value})
         log.info(
-            "checkpoint created checkpoint=%s/%s members=%d reason=%s",
+            "checkpoint created checkpoint=%s/%s members=%d source=%s reason=%s",
             cp.metadata.namespace,
             cp.name,
             len(members),
+            found.trigger.source.value,
             found.trigger.reason,
         )
         event = (keys.EVENT_CHECKPOINT_STARTED, reconciling.started_message(cp), "Normal")
         await self._tell(cp, raw, event)
+
+    # -- Disruption (pod path) ------------------------------------------------------------------
+
+    def _pod_decision(self, pod: core.Pod) -> optin.Decision:
+        return optin.decide(
+            optin.Marks.from_meta(pod.metadata), namespace=pod.namespace, state=self.caches
+        )
+
+    def _disrupted(self, pod: core.Pod, *, taken: set[str]) -> disruptions.Disrupted | None:
+        """``pod`` as a pod-path victim still to record, else ``None`` (module doc of
+        :mod:`queue_bridge.disruptions`)."""
+        annotation = pod.metadata.annotation(keys.LINEAGE_ANNOTATION)
+        if not annotation or pod.metadata.uid in taken or not disruptions.has_disruption(pod):
+            return None
+        try:
+            owner = lineage.parse_annotation(annotation)
+        except model_errors.InvalidObject as exc:
+            log.warning("pod=%s/%s: %s", pod.namespace, pod.name, exc)
+            return None
+        if not reconciling.is_member_candidate(pod, owner=owner):
+            return None
+        decision = self._pod_decision(pod)
+        trigger = disruptions.pod_trigger(pod, decision=decision)
+        if trigger is None or decision.policy is None or self._eviction_pending(pod):
+            return None  # not opted in, a reason the policy skips, or the Kueue path's
+        return disruptions.Disrupted(
+            pod=pod, trigger=trigger, lineage=owner, policy=decision.policy
+        )
+
+    def _queue_object(self, pod: core.Pod, owner: checkpoint.Lineage) -> str | None:
+        """The queue-system object the pod belongs to: its Workload, else its PodGroup."""
+        workloads = self.caches.workloads_of_owner(owner.owner_uid)
+        if workloads:
+            return workloads[0].name
+        return pod.metadata.annotation(keys.VOLCANO_PODGROUP_ANNOTATION)
+
+    async def reconcile_disruption(self, namespace: str, name: str) -> None:
+        """Record the pod-level disruptions of the lineage whose annotation value is ``name``."""
+        pods = [
+            p
+            for ns, pod_name in list(self.caches.pods_by_lineage.get(name, ()))
+            if ns == namespace and (p := self.caches.pods.get(pod_name, ns)) is not None
+        ]
+        if not pods:
+            return
+        try:
+            owner = lineage.parse_annotation(name)
+        except model_errors.InvalidObject:
+            return
+        async with self._lineage_lock(owner):
+            taken = self._taken(owner)
+            found = [d for p in pods if (d := self._disrupted(p, taken=taken)) is not None]
+            if not found:
+                return
+            groups = disruptions.group(
+                found,
+                checkpoints=self.caches.checkpoints_of_owner(owner.owner_uid),
+                window=self.config.settle_seconds,
+            )
+            for group in groups:
+                if group.existing is not None:
+                    await self._join(group.existing, group.pods)
+                    continue
+                members = reconciling.members_of(group.pods, owner=group.lineage)
+                await self._create(
+                    disruptions.eviction(group),
+                    members=members,
+                    workload=self._queue_object(group.pods[0], group.lineage),
+                )
+
+    async def _join(self, cp: checkpoint.Checkpoint, pods: list[core.Pod]) -> None:
+        members = disruptions.added_members(cp, pods)
+        if len(members) == len(cp.spec.members):
+            return
+        raw = await acting.write_members(self.kube, cp, members)
+        joined = cp.model_copy(update={"spec": cp.spec.model_copy(update={"members": members})})
+        await self._visible(joined, raw)
+        added = ", ".join(f"{m.pod_name}@{m.node or '?'}" for m in members[len(cp.spec.members) :])
+        log.info(
+            "checkpoint joined checkpoint=%s/%s added=%s", cp.metadata.namespace, cp.name, added
+        )
+        event = f"Checkpoint {cp.name}: later victim(s) of the same eviction joined: {added}"
+        await self._event(
+            {**raw, "apiVersion": keys.API_VERSION, "kind": "Checkpoint"},
+            keys.EVENT_CHECKPOINT_STARTED,
+            event,
+        )
 
     async def _answer_check(self, workload: kueue.Workload, decision: reconciling.OptIn) -> None:
         assert self.caches.admission_checks is not None
@@ -702,6 +886,14 @@ class Controller:
 
     # -- Pod -----------------------------------------------------------------------------------
 
+    def _disruption_pending(self, pod: core.Pod) -> bool:
+        """A pod-path victim not yet in any Checkpoint: its finalizer waits for that record."""
+        if not disruptions.has_disruption(pod) or self.caches.checkpoints_of_pod(
+            pod.metadata.uid or ""
+        ):
+            return False
+        return self._disrupted(pod, taken=set()) is not None
+
     def _eviction_pending(self, pod: core.Pod) -> bool:
         owner = _owner_uid(pod.metadata.annotation(keys.LINEAGE_ANNOTATION))
         for workload in self.caches.workloads_of_owner(owner or ""):
@@ -727,7 +919,7 @@ class Controller:
         decision = reconciling.finalizer(
             pod,
             checkpoints=self.caches.checkpoints_of_pod(pod.metadata.uid or ""),
-            eviction_pending=self._eviction_pending(pod),
+            eviction_pending=self._eviction_pending(pod) or self._disruption_pending(pod),
             now=self.clock(),
             margin=self.config.finalizer_margin_seconds,
             settle=self.config.settle_seconds,

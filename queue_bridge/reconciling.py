@@ -175,7 +175,7 @@ def is_member_candidate(pod: core.Pod, *, owner: checkpoint.Lineage) -> bool:
     return pod.metadata.deletion_timestamp is not None and has_finalizer(pod)
 
 
-def _completion_index(pod: core.Pod) -> int | None:
+def completion_index(pod: core.Pod) -> int | None:
     raw = pod.metadata.annotation(keys.JOB_COMPLETION_INDEX_ANNOTATION)
     return int(raw) if raw is not None and raw.isdigit() else None
 
@@ -190,14 +190,14 @@ def members_of(
     """
     chosen = sorted(
         (p for p in pods if is_member_candidate(p, owner=owner) and p.metadata.uid not in taken),
-        key=lambda p: (_completion_index(p) is None, _completion_index(p) or 0, p.name),
+        key=lambda p: (completion_index(p) is None, completion_index(p) or 0, p.name),
     )
     return [
         checkpoint.Member(
             pod_name=pod.name,
             pod_uid=pod.metadata.uid or "",
             node=pod.spec.node_name or "",
-            index=_completion_index(pod) if _completion_index(pod) is not None else position,
+            index=completion_index(pod) if completion_index(pod) is not None else position,
         )
         for position, pod in enumerate(chosen)
     ]
@@ -205,13 +205,14 @@ def members_of(
 
 def new_checkpoint(
     *,
-    workload: kueue.Workload,
+    workload: str | None,
     found: Eviction,
     members: list[checkpoint.Member],
     fingerprint: checkpoint.Fingerprint,
 ) -> checkpoint.Checkpoint:
     """The Checkpoint to create for ``found`` (no ownerReference: it outlives its Job on purpose,
-    so expiry is a recorded phase, not a garbage collection)."""
+    so expiry is a recorded phase, not a garbage collection). ``workload``: the name of the
+    queue-system object evicted (Kueue Workload, Volcano PodGroup), when known."""
     return checkpoint.Checkpoint(
         metadata=base.ObjectMeta(
             name=found.name,
@@ -227,7 +228,7 @@ def new_checkpoint(
             members=members,
             fingerprint=fingerprint,
             policy_name=found.policy.name or keys.DEFAULT_POLICY_NAME,
-            workload=workload.name,
+            workload=workload,
         ),
     )
 

@@ -16,6 +16,8 @@ Timing knobs, and why they exist:
 - ``settle_seconds``: a pod that ended without being a member of any Checkpoint keeps its
   finalizer this long after its container finished, so an eviction whose Workload update is
   still in flight to the bridge's cache can still claim it.
+  It is also the window that groups pod-level disruptions of one lineage (same reason) into
+  one Checkpoint (:mod:`queue_bridge.disruptions`).
 - ``pending_timeout_seconds``: a member never told to stop (no ``deletionTimestamp``) this long
   after the eviction is recorded as failed, so a Checkpoint cannot stay ``Pending`` forever.
 """
@@ -26,6 +28,10 @@ import dataclasses
 import os
 import socket
 from collections.abc import Mapping
+
+KUEUE = "kueue"
+VOLCANO = "volcano"
+QUEUE_SYSTEMS = (KUEUE, VOLCANO)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +55,13 @@ class Settings:
     pending_timeout_seconds: float = 600.0
     admission_check: bool = True
     """Run the AdmissionCheck controller for checks with controllerName ``kontinue.dev/restore``."""
+    queue_systems: tuple[str, ...] = (KUEUE,)
+    """Queue systems whose objects to watch (``KONTINUE_QUEUE_SYSTEMS``, comma-separated).
+
+    ``kueue`` is required (the Kueue path's caches are always on); add ``volcano`` only where
+    Volcano's CRDs are installed: a watch of a CRD that is not installed never syncs, and the
+    bridge neither turns ready nor leads until every cache synced (as the webhook's setting).
+    """
 
     def __post_init__(self) -> None:
         if not self.lease_renew_seconds < self.lease_deadline_seconds < self.lease_duration_seconds:
@@ -72,6 +85,15 @@ class Settings:
         ):
             if not value > 0:
                 raise ValueError(f"{name}: must be > 0, got {value}")
+        if unknown := sorted(set(self.queue_systems) - set(QUEUE_SYSTEMS)):
+            raise ValueError(
+                f"KONTINUE_QUEUE_SYSTEMS: unknown {unknown}; use {', '.join(QUEUE_SYSTEMS)}"
+            )
+        if KUEUE not in self.queue_systems:
+            raise ValueError(
+                f"KONTINUE_QUEUE_SYSTEMS: must include {KUEUE} (the bridge's Kueue path always "
+                f"runs), got {', '.join(self.queue_systems) or 'nothing'}"
+            )
         if self.settle_seconds < 0:
             raise ValueError(f"KONTINUE_SETTLE_SECONDS: must be >= 0, got {self.settle_seconds}")
 
@@ -115,4 +137,6 @@ class Settings:
             if raw.lower() not in ("true", "false"):
                 raise ValueError(f"KONTINUE_ADMISSION_CHECK: {raw!r} is not true or false")
             values["admission_check"] = raw.lower() == "true"
+        if (raw := env.get("KONTINUE_QUEUE_SYSTEMS")) is not None:
+            values["queue_systems"] = tuple(s.strip() for s in raw.split(",") if s.strip())
         return cls(**values)  # type: ignore[arg-type]
