@@ -462,7 +462,9 @@ async def one_size(pods: int, args: argparse.Namespace) -> Obj:
                 if workloads and args.evictions + args.burst:
                     result.update(await reaction(filled, pid, args))
                     result["after"] = proc_status(pid)
-                result["queue_full"] = bridge.tail().count("work queue full")
+                result["queue_full"] = bridge.log.read_text(errors="replace").count(
+                    "work queue full"
+                )
             finally:
                 await bridge.stop()
     return result
