@@ -389,10 +389,13 @@ class Controller:
         c.jobs.subscribe(self._on_job)
         for cache in (c.cluster_queues, c.local_queues, c.policies):
             cache.subscribe(lambda _: self._add_all(WORKLOAD))
-        opt_in_sources = (c.cluster_queues, c.local_queues, c.policies)
-        for queues in (*opt_in_sources, c.volcano_queues, c.pod_groups):
+        # The pod path re-decides on an opt-in change only (labels, spec), not on the frequent
+        # status writes of queues; a PodGroup is read only for its queue, which the pod's own
+        # queue annotation also names, so PodGroup changes need no sweep.
+        opt_in_sources = (c.cluster_queues, c.local_queues, c.policies, c.volcano_queues)
+        for queues in opt_in_sources:
             if queues is not None:
-                queues.subscribe(lambda _: self._add_all(DISRUPTION))
+                queues.subscribe(self._on_opt_in_source)
         if c.admission_checks is not None:
             c.admission_checks.subscribe(lambda e: self._add(_key(ADMISSION_CHECK, e.obj)))
 
@@ -427,6 +430,16 @@ class Controller:
         return reconciling.has_finalizer(pod) or bool(
             pod.metadata.annotation(keys.RESTORE_FROM_ANNOTATION)
         )
+
+    def _on_opt_in_source(self, event: watching.Event[Any]) -> None:
+        old, new = event.old, event.obj
+        if (
+            old is None
+            or event.type == "DELETED"
+            or old.metadata.labels != new.metadata.labels
+            or old.metadata.generation != new.metadata.generation
+        ):
+            self._add_all(DISRUPTION)
 
     def _add_disruption(self, pod: core.Pod) -> None:
         if disruptions.has_disruption(pod):
