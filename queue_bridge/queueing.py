@@ -20,6 +20,8 @@ import logging
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
+from kontinue.kube import errors
+
 K = TypeVar("K", bound=Hashable)
 
 logger = logging.getLogger("kontinue.queue")
@@ -129,10 +131,15 @@ class WorkQueue(Generic[K]):
             except asyncio.CancelledError:
                 self._done(key)
                 raise
-            except Exception:
+            except Exception as exc:
                 delay = self.backoff(key)
                 self._failures[key] = self._failures.get(key, 0) + 1
-                logger.exception("handling %r failed; retrying in %.2fs", key, delay)
+                if isinstance(exc, errors.ApiError):
+                    # The API said no (a stale write's 409, a 429, a 5xx): expected now and
+                    # then, retried; one line, no traceback to bury the real problems in.
+                    logger.info("handling %r: %s; retrying in %.2fs", key, exc, delay)
+                else:
+                    logger.exception("handling %r failed; retrying in %.2fs", key, delay)
                 self._processing.discard(key)
                 self._dirty.discard(key)
                 self.add_after(key, delay)

@@ -29,7 +29,53 @@ def _documents(entry: Path) -> list[dict[str, Any]]:
         target = (entry / ref).resolve()
         assert target.exists(), f"{entry.relative_to(MANIFESTS)}: {ref} does not exist"
         found += _documents(target)
+    for patch in kustomization.get("patches", []):
+        if "path" in patch:  # inline patches (``patch: |``) carry their own text
+            assert (entry / patch["path"]).exists(), f"{entry}: {patch['path']} does not exist"
     return found
+
+
+def _patches() -> list[tuple[Path, dict[str, Any]]]:
+    found = []
+    for path in KUSTOMIZATIONS:
+        for patch in fixtures.load_one(path).get("patches", []):
+            if "path" in patch:
+                found += [(path.parent, d) for d in fixtures.load_all(path.parent / patch["path"])]
+    return found
+
+
+def test_every_patch_targets_a_container_the_base_defines() -> None:
+    base = {
+        (d["kind"], d["metadata"]["name"]): d
+        for d in _documents(MANIFESTS / "base")
+        if d["kind"] == "Deployment"
+    }
+    patches = _patches()
+    assert patches
+    for where, patch in patches:
+        target = base.get((patch["kind"], patch["metadata"]["name"]))
+        assert target is not None, f"{where}: no {patch['kind']} {patch['metadata']['name']}"
+        names = {c["name"] for c in target["spec"]["template"]["spec"]["containers"]}
+        for container in patch["spec"]["template"]["spec"]["containers"]:
+            assert container["name"] in names, f"{where}: no container {container['name']}"
+
+
+def test_queue_system_settings_in_manifests_parse() -> None:
+    from queue_bridge import settings as bridge_settings
+    from webhook import settings as webhook_settings
+
+    values = set()
+    deployments = [d for d in _documents(MANIFESTS / "base") if d["kind"] == "Deployment"]
+    for doc in deployments + [patch for _, patch in _patches()]:
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            for env in container.get("env", []):
+                if env["name"] == "KONTINUE_QUEUE_SYSTEMS":
+                    values.add(env["value"])
+    assert values == {"kueue", "kueue,volcano"}
+    for value in values:
+        env = {"KONTINUE_QUEUE_SYSTEMS": value}
+        assert ",".join(bridge_settings.Settings.from_env(env).queue_systems) == value
+        assert ",".join(webhook_settings.Settings.from_env(env).queue_systems) == value
 
 
 @pytest.mark.parametrize("path", KUSTOMIZATIONS, ids=lambda p: str(p.parent.relative_to(MANIFESTS)))
@@ -69,12 +115,7 @@ def test_rbac_is_least_privilege() -> None:
 
 def test_deployments_run_entry_points_this_package_installs() -> None:
     scripts = tomllib.loads((fixtures.ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    deployments = [
-        doc
-        for path in MANIFESTS.rglob("*.yaml")
-        for doc in fixtures.load_all(path)
-        if doc.get("kind") == "Deployment"
-    ]
+    deployments = [doc for doc in _documents(MANIFESTS / "base") if doc["kind"] == "Deployment"]
     assert deployments
     for deployment in deployments:
         for container in deployment["spec"]["template"]["spec"]["containers"]:
