@@ -193,13 +193,14 @@ class PodWorker:
                 continue
             changed = asyncio.create_task(self._changed.wait())
             deleted = asyncio.create_task(self._deleted.wait())
-            done, pending = await asyncio.wait(
-                {changed, deleted}, return_when=asyncio.FIRST_COMPLETED
-            )
-            for task in pending:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            try:
+                done, _ = await asyncio.wait(
+                    {changed, deleted}, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:  # also when this worker is cancelled: never leave the waiters behind
+                for task in (changed, deleted):
+                    task.cancel()
+                await asyncio.gather(changed, deleted, return_exceptions=True)
             if deleted in done:
                 return True
 
