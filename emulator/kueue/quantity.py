@@ -7,38 +7,24 @@ Kubernetes quantity may carry are accepted; anything else raises ``ValueError`` 
 
 from __future__ import annotations
 
-import decimal
-import re
+import math
 from collections.abc import Mapping
 from typing import Any
 
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {
-    "n": decimal.Decimal("1e-9"),
-    "u": decimal.Decimal("1e-6"),
-    "m": decimal.Decimal("1e-3"),
-    "": decimal.Decimal(1),
-    "k": decimal.Decimal(10**3),
-    "M": decimal.Decimal(10**6),
-    "G": decimal.Decimal(10**9),
-    "T": decimal.Decimal(10**12),
-    "P": decimal.Decimal(10**15),
-    "E": decimal.Decimal(10**18),
-}
-_FORM = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+from emulator import quantity as exact
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 
 Resources = dict[str, int]
 
 
 def milli(value: object) -> int:
-    """``value`` (a quantity string or a number) in milli-units, rounded up like the apiserver."""
-    text = str(value).strip()
-    match = _FORM.match(text)
-    if match is None:
-        raise ValueError(f"quantities must match the regular expression of a quantity: {text!r}")
-    number, suffix = decimal.Decimal(match.group(1)), match.group(2) or ""
-    scale = decimal.Decimal(_BINARY[suffix]) if suffix in _BINARY else _DECIMAL[suffix]
-    return int((number * scale * 1000).to_integral_value(rounding=decimal.ROUND_CEILING))
+    """``value`` (a quantity string or a number) in milli-units, rounded up like the apiserver.
+
+    Parsing is :func:`emulator.quantity.parse`'s (one parser for the whole emulated cluster);
+    a malformed quantity raises its ``InvalidQuantity`` (a ``ValueError``) naming the text.
+    """
+    return math.ceil(exact.parse(value) * 1000)
 
 
 def parse(resources: Mapping[str, object] | None) -> Resources:
