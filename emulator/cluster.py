@@ -94,7 +94,9 @@ class Cluster:
         if len(set(names)) != len(names):
             raise ValueError(f"nodes: duplicate names in {names}")
         self.specs = list(nodes)
-        self.workdir = Path(workdir)
+        # Absolute: container processes run in their own working directory, so a relative
+        # workdir would put "shared" volumes inside each container instead (make demo uses out/).
+        self.workdir = Path(workdir).resolve()
         self.timing = timing
         self.components = frozenset(components)
         self.commands = commands
