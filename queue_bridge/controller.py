@@ -179,15 +179,8 @@ class Caches:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Caches]:
-        tasks = [asyncio.create_task(c.run(), name=f"watch:{c.resource}") for c in self.all]
-        try:
+        async with watching.running(self.all):
             yield self
-        finally:
-            for cache in self.all:
-                await cache.stop()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- indexes -------------------------------------------------------------------------------
 

@@ -115,15 +115,8 @@ class Caches:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Caches]:
         """Run every cache as a task for the duration of the block; stop them after."""
-        tasks = [asyncio.create_task(c.run(), name=f"watch:{c.resource}") for c in self.all]
-        try:
+        async with watching.running(self.all):
             yield self
-        finally:
-            for c in self.all:
-                await c.stop()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def wait_synced(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
         async with asyncio.timeout(timeout):

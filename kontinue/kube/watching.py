@@ -37,11 +37,12 @@ A subscriber added after the first list gets no ``ADDED`` for what is already ca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import math
 import random
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Generic, Literal, TypeVar, cast
 
 import pydantic
@@ -579,3 +580,20 @@ class WatchCache(Generic[M]):
                         event.type,
                         callback,
                     )
+
+
+@contextlib.asynccontextmanager
+async def running(caches: Sequence[WatchCache[Any]]) -> AsyncIterator[None]:
+    """Run every cache as a task for the duration of the block; stop and reap them after.
+
+    One place for what each deployable's set of caches needs (the webhook's and the bridge's).
+    """
+    tasks = [asyncio.create_task(c.run(), name=f"watch:{c.resource}") for c in caches]
+    try:
+        yield
+    finally:
+        for cache in caches:
+            await cache.stop()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
