@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from emulator import cluster
+from emulator import cluster, informer
 from emulator.demo import timeline
 from kontinue import keys
 from kontinue.kube import resources
@@ -77,10 +77,10 @@ class Recorder:
         self._task = asyncio.create_task(self._watch(version), name="demo-recorder")
 
     async def stop(self) -> None:
+        # informer.stop re-cancels: a single cancel of an emulator watch can be swallowed on
+        # Python 3.11 (its wait_for), and awaiting the task would then hang the run.
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await informer.stop([self._task])
 
     async def _watch(self, version: str) -> None:
         watcher = self.cluster.client().watch(
