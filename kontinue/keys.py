@@ -123,6 +123,6 @@ ENV_WAIT_SECONDS: Final = "KONTINUE_WAIT_SECONDS"
 # the value is the Checkpoint named by kontinue.dev/restore-from, so each failure counts once ---
 RESTORE_FAILURE_COUNTED_ANNOTATION: Final = "kontinue.dev/restore-failure-counted"
 
-# --- Event reasons the queue bridge adds (queue_bridge/controller.py) ----------------------------
+# --- Event reasons the queue bridge adds (queue_bridge/handlers/) ----------------------------
 EVENT_CHECKPOINT_EXPIRED: Final = "CheckpointExpired"
 EVENT_RESTORE_FAILED: Final = "RestoreFailed"

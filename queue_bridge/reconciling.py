@@ -1,6 +1,6 @@
 """Pure reconcile decisions of the Kueue path: typed objects in, a decision out, no I/O.
 
-:mod:`queue_bridge.controller` reads its caches, calls these, and hands the answers to
+:mod:`queue_bridge.handlers` read the caches, call these, and hand the answers to
 :mod:`queue_bridge.acting`. Every decision is a function of cluster state alone (plus ``now``),
 so a restarted or newly elected bridge reaches the same answers (level-triggered).
 

@@ -1,0 +1,243 @@
+"""The bridge's view of the cluster: one watch cache per resource it reads, plus indexes.
+
+The indexes (pods by UID and by lineage, Checkpoints by member pod and by owner, Workloads by
+owner) are kept by synchronous cache subscriptions, never by I/O. :class:`Caches` answers the
+read-only :class:`queue_bridge.state.State` the pure decisions in :mod:`queue_bridge.deciding`
+take.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from opentelemetry import metrics
+
+from kontinue import keys, lineage
+from kontinue.kube import api as kube_api
+from kontinue.kube import resources, watching
+from kontinue.models import checkpoint as checkpoint_model
+from kontinue.models import core, kueue, volcano
+from kontinue.models import policy as policy_model
+from queue_bridge import settings as settings_module
+
+
+class Caches:
+    """The bridge's view of the cluster: one watch cache per resource it reads, plus indexes."""
+
+    def __init__(
+        self,
+        kube: kube_api.Api,
+        *,
+        admission_check: bool,
+        resync_seconds: float | None,
+        queue_systems: tuple[str, ...] = (settings_module.KUEUE,),
+        meter: metrics.Meter | None = None,
+        **options: Any,
+    ) -> None:
+        def cache(resource: resources.Resource, model: Any, **extra: Any) -> Any:
+            return watching.WatchCache(
+                kube,
+                resource,
+                model=model,
+                meter=meter,
+                resync_seconds=resync_seconds,
+                **options,
+                **extra,
+            )
+
+        self.workloads: watching.WatchCache[kueue.Workload] = cache(
+            resources.WORKLOADS, kueue.Workload
+        )
+        self.cluster_queues: watching.WatchCache[kueue.ClusterQueue] = cache(
+            resources.CLUSTER_QUEUES, kueue.ClusterQueue
+        )
+        self.local_queues: watching.WatchCache[kueue.LocalQueue] = cache(
+            resources.LOCAL_QUEUES, kueue.LocalQueue
+        )
+        self.policies: watching.WatchCache[policy_model.CheckpointPolicy] = cache(
+            resources.CHECKPOINT_POLICIES, policy_model.CheckpointPolicy
+        )
+        self.checkpoints: watching.WatchCache[checkpoint_model.Checkpoint] = cache(
+            resources.CHECKPOINTS, checkpoint_model.Checkpoint
+        )
+        self.pods: watching.WatchCache[core.Pod] = cache(resources.PODS, core.Pod)
+        self.jobs: watching.WatchCache[core.Job] = cache(resources.JOBS, core.Job)
+        self.gpu_nodes: watching.WatchCache[core.Node] = cache(
+            resources.NODES, core.Node, label_selector=keys.GPU_PRODUCT_LABEL
+        )
+        self.admission_checks: watching.WatchCache[kueue.AdmissionCheck] | None = None
+        self.flavors: watching.WatchCache[kueue.ResourceFlavor] | None = None
+        if admission_check:
+            self.admission_checks = cache(resources.ADMISSION_CHECKS, kueue.AdmissionCheck)
+            self.flavors = cache(resources.RESOURCE_FLAVORS, kueue.ResourceFlavor)
+        # Only where Volcano is installed: a cache of a missing CRD never syncs (readiness).
+        self.volcano_queues: watching.WatchCache[volcano.Queue] | None = None
+        self.pod_groups: watching.WatchCache[volcano.PodGroup] | None = None
+        if settings_module.VOLCANO in queue_systems:
+            self.volcano_queues = cache(resources.VOLCANO_QUEUES, volcano.Queue)
+            self.pod_groups = cache(resources.PODGROUPS, volcano.PodGroup)
+
+        # indexes, kept by subscriptions (synchronous, no I/O)
+        self.pods_by_uid: dict[str, tuple[str, str]] = {}
+        self.pods_by_lineage: dict[str, set[tuple[str, str]]] = collections.defaultdict(set)
+        self.checkpoints_by_pod: dict[str, set[tuple[str, str]]] = collections.defaultdict(set)
+        self.checkpoints_by_owner: dict[str, set[tuple[str, str]]] = collections.defaultdict(set)
+        self.workloads_by_owner: dict[str, set[tuple[str, str]]] = collections.defaultdict(set)
+        self.pods.subscribe(self._index_pod)
+        self.checkpoints.subscribe(self._index_checkpoint)
+        self.workloads.subscribe(self._index_workload)
+
+    @property
+    def all(self) -> list[watching.WatchCache[Any]]:
+        found: list[watching.WatchCache[Any] | None] = [
+            self.workloads,
+            self.cluster_queues,
+            self.local_queues,
+            self.policies,
+            self.checkpoints,
+            self.pods,
+            self.jobs,
+            self.gpu_nodes,
+            self.admission_checks,
+            self.flavors,
+            self.volcano_queues,
+            self.pod_groups,
+        ]
+        return [c for c in found if c is not None]
+
+    @property
+    def synced(self) -> bool:
+        return all(c.synced for c in self.all)
+
+    async def wait_synced(self) -> None:
+        for cache in self.all:
+            await cache.wait_synced()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Caches]:
+        async with watching.running(self.all):
+            yield self
+
+    # -- indexes -------------------------------------------------------------------------------
+
+    def _index_pod(self, event: watching.Event[core.Pod]) -> None:
+        for obj in (event.old, event.obj):
+            if obj is None:
+                continue
+            key = (obj.namespace, obj.name)
+            if obj.metadata.uid and self.pods_by_uid.get(obj.metadata.uid) == key:
+                del self.pods_by_uid[obj.metadata.uid]
+            annotation = obj.metadata.annotation(keys.LINEAGE_ANNOTATION)
+            if annotation:
+                self.pods_by_lineage[annotation].discard(key)
+        if event.type == "DELETED":
+            return
+        pod = event.obj
+        key = (pod.namespace, pod.name)
+        if pod.metadata.uid:
+            self.pods_by_uid[pod.metadata.uid] = key
+        if annotation := pod.metadata.annotation(keys.LINEAGE_ANNOTATION):
+            self.pods_by_lineage[annotation].add(key)
+
+    def _index_checkpoint(self, event: watching.Event[checkpoint_model.Checkpoint]) -> None:
+        for obj in (event.old, event.obj):
+            if obj is None:
+                continue
+            key = (obj.metadata.namespace or "", obj.name)
+            for member in obj.spec.members:
+                self.checkpoints_by_pod[member.pod_uid].discard(key)
+            self.checkpoints_by_owner[obj.spec.lineage.owner_uid].discard(key)
+        if event.type == "DELETED":
+            return
+        cp = event.obj
+        key = (cp.metadata.namespace or "", cp.name)
+        for member in cp.spec.members:
+            self.checkpoints_by_pod[member.pod_uid].add(key)
+        self.checkpoints_by_owner[cp.spec.lineage.owner_uid].add(key)
+
+    def _index_workload(self, event: watching.Event[kueue.Workload]) -> None:
+        for obj in (event.old, event.obj):
+            if obj is None:
+                continue
+            ref = obj.metadata.controller_ref()
+            if ref is not None:
+                self.workloads_by_owner[ref.uid].discard((obj.namespace, obj.name))
+        if event.type == "DELETED":
+            return
+        ref = event.obj.metadata.controller_ref()
+        if ref is not None:
+            self.workloads_by_owner[ref.uid].add((event.obj.namespace, event.obj.name))
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def pod_by_uid(self, uid: str) -> core.Pod | None:
+        key = self.pods_by_uid.get(uid)
+        return self.pods.get(key[1], key[0]) if key is not None else None
+
+    def lineage_pods(self, owner: checkpoint_model.Lineage) -> list[core.Pod]:
+        found = (
+            self.pods.get(name, ns)
+            for ns, name in self.pods_by_lineage.get(lineage.annotation_value(owner), ())
+        )
+        return [p for p in found if p is not None]
+
+    def checkpoints_of_pod(self, uid: str) -> list[checkpoint_model.Checkpoint]:
+        found = (self.checkpoints.get(n, ns) for ns, n in self.checkpoints_by_pod.get(uid, ()))
+        return [cp for cp in found if cp is not None]
+
+    def checkpoints_of_owner(self, uid: str) -> list[checkpoint_model.Checkpoint]:
+        found = (self.checkpoints.get(n, ns) for ns, n in self.checkpoints_by_owner.get(uid, ()))
+        return [cp for cp in found if cp is not None]
+
+    def workloads_of_owner(self, uid: str) -> list[kueue.Workload]:
+        found = (self.workloads.get(n, ns) for ns, n in self.workloads_by_owner.get(uid, ()))
+        return [wl for wl in found if wl is not None]
+
+    def local_queue(self, namespace: str, name: str) -> kueue.LocalQueue | None:
+        return self.local_queues.get(name, namespace)
+
+    def cluster_queue(self, name: str) -> kueue.ClusterQueue | None:
+        return self.cluster_queues.get(name)
+
+    def volcano_queue(self, name: str) -> volcano.Queue | None:
+        return self.volcano_queues.get(name) if self.volcano_queues is not None else None
+
+    def pod_group(self, namespace: str, name: str) -> volcano.PodGroup | None:
+        return self.pod_groups.get(name, namespace) if self.pod_groups is not None else None
+
+    def policy(self, name: str) -> policy_model.CheckpointPolicy | None:
+        return self.policies.get(name)
+
+    def flavor(self, name: str) -> kueue.ResourceFlavor | None:
+        return self.flavors.get(name) if self.flavors is not None else None
+
+    def checkpoint(self, namespace: str, name: str) -> checkpoint_model.Checkpoint | None:
+        return self.checkpoints.get(name, namespace)
+
+    def pod(self, namespace: str, name: str) -> core.Pod | None:
+        return self.pods.get(name, namespace)
+
+    def pods_of_lineage(self, namespace: str, annotation: str) -> list[core.Pod]:
+        """The cached pods in ``namespace`` whose ``kontinue.dev/lineage`` is ``annotation``."""
+        found = (
+            self.pods.get(name, ns)
+            for ns, name in list(self.pods_by_lineage.get(annotation, ()))
+            if ns == namespace
+        )
+        return [p for p in found if p is not None]
+
+    def workload(self, namespace: str, name: str) -> kueue.Workload | None:
+        return self.workloads.get(name, namespace)
+
+    def job(self, namespace: str, name: str) -> core.Job | None:
+        return self.jobs.get(name, namespace)
+
+    @property
+    def jobs_synced(self) -> bool:
+        return self.jobs.synced
+
+    def gpu_node(self, name: str) -> core.Node | None:
+        return self.gpu_nodes.get(name)

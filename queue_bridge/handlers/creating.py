@@ -1,0 +1,50 @@
+"""Creating a Checkpoint, for both paths (a Workload's eviction, pod-level disruptions)."""
+
+from __future__ import annotations
+
+import logging
+
+from kontinue import catalog, keys
+from kontinue.models import checkpoint
+from queue_bridge import acting, reconciling
+from queue_bridge.handlers import context
+
+log = logging.getLogger("kontinue.bridge")
+
+
+async def create(
+    ctx: context.Context,
+    found: reconciling.Eviction,
+    *,
+    members: list[checkpoint.Member],
+    workload: str | None,
+) -> None:
+    """Create the Checkpoint of ``found``, its metric, log and Event (``AlreadyExists``: done)."""
+    c = ctx.caches
+    first = c.pod_by_uid(members[0].pod_uid)
+    node = c.gpu_node(members[0].node) if members[0].node else None
+    try:
+        fingerprint = catalog.fingerprint_of(first, node) if first else checkpoint.Fingerprint()
+    except ValueError as exc:
+        log.warning("fingerprint of %s: %s", members[0].pod_name, exc)
+        fingerprint = checkpoint.Fingerprint()
+    cp = reconciling.new_checkpoint(
+        workload=workload, found=found, members=members, fingerprint=fingerprint
+    )
+    raw = await acting.create_checkpoint(ctx.kube, cp)
+    if raw is None:
+        return
+    await ctx.visible(cp, raw)
+    latency = (ctx.clock() - found.trigger.time).total_seconds()
+    ctx.metrics.reaction.record(max(0.0, latency), {"source": found.trigger.source.value})
+    ctx.metrics.transitions.add(1, {"phase": checkpoint.Phase.PENDING.value})
+    log.info(
+        "checkpoint created checkpoint=%s/%s members=%d source=%s reason=%s",
+        cp.metadata.namespace,
+        cp.name,
+        len(members),
+        found.trigger.source.value,
+        found.trigger.reason,
+    )
+    event = (keys.EVENT_CHECKPOINT_STARTED, reconciling.started_message(cp), "Normal")
+    await ctx.tell(cp, raw, event)

@@ -1,0 +1,59 @@
+"""``Pod`` keys: count a failed restore once; remove the ``kontinue.dev/checkpoint`` finalizer
+when the decision says so, or requeue at its recheck time."""
+
+from __future__ import annotations
+
+import logging
+
+from kontinue import keys
+from kontinue.models import base, core
+from queue_bridge import acting, deciding, kinds, reconciling
+from queue_bridge.handlers import context
+
+log = logging.getLogger("kontinue.bridge")
+
+
+async def reconcile(ctx: context.Context, namespace: str, name: str) -> None:
+    pod = ctx.caches.pods.get(name, namespace)
+    if pod is None:
+        return
+    if (failure := reconciling.failed_restore(pod)) is not None:
+        await _count_restore_failure(ctx, pod, *failure)
+        return  # the annotation write brings the pod back with a new version
+    state = ctx.caches
+    decision = reconciling.finalizer(
+        pod,
+        checkpoints=state.checkpoints_of_pod(pod.metadata.uid or ""),
+        eviction_pending=deciding.eviction_pending(state, pod)
+        or deciding.disruption_pending(state, pod),
+        now=ctx.clock(),
+        margin=ctx.config.finalizer_margin_seconds,
+        settle=ctx.config.settle_seconds,
+    )
+    if decision.release:
+        if await acting.remove_finalizer(ctx.kube, pod):
+            why = decision.reason.split(":")[0].split(" in ")[0]
+            ctx.metrics.finalizers.add(1, {"reason": why})
+            log.info("finalizer removed pod=%s/%s: %s", namespace, name, decision.reason)
+    else:
+        ctx.requeue_at((kinds.POD, namespace, name), decision.recheck_at)
+
+
+async def _count_restore_failure(
+    ctx: context.Context, pod: core.Pod, cp_name: str, reason: str
+) -> None:
+    # Mark first, count second: a crash in between loses one count (one more restore
+    # attempt), never counts one failure twice (an early fallback to an older checkpoint).
+    await acting.mark_restore_counted(ctx.kube, pod, cp_name)
+    count = await acting.count_failed_restore(
+        ctx.kube, namespace=pod.namespace, name=cp_name, reason=reason
+    )
+    if count is None:
+        return
+    cp = ctx.caches.checkpoints.get(cp_name, pod.namespace)
+    message = f"restore of pod {pod.name} from {cp_name} failed ({count} so far): {reason}"
+    if cp is not None:
+        raw = {**base.to_dict(cp), "apiVersion": keys.API_VERSION, "kind": "Checkpoint"}
+        await ctx.event(raw, keys.EVENT_RESTORE_FAILED, message, "Warning")
+        job = ctx.job_dict(cp.spec.lineage)
+        await ctx.event(job, keys.EVENT_RESTORE_FAILED, message, "Warning")

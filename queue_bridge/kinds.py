@@ -1,0 +1,26 @@
+"""The bridge's work-queue keys: ``(kind, namespace, name)``, one kind per handler.
+
+``Disruption`` keys name a lineage (the value of its ``kontinue.dev/lineage`` annotation), not
+an object; the other kinds name the object their handler reconciles
+(:mod:`queue_bridge.handlers`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Key = tuple[str, str, str]
+WORKLOAD = "Workload"
+CHECKPOINT = "Checkpoint"
+POD = "Pod"
+JOB = "Job"
+ADMISSION_CHECK = "AdmissionCheck"
+DISRUPTION = "Disruption"
+SWEEP_ORDER = (ADMISSION_CHECK, JOB, CHECKPOINT, WORKLOAD, DISRUPTION, POD)
+"""The order of a new leader's full sweep."""
+
+
+def key(kind: str, obj: Any) -> Key:
+    """The key of a cached object: its kind, namespace ("" if cluster-scoped) and name."""
+    meta = obj.metadata
+    return (kind, meta.namespace or "", meta.name or "")

@@ -1,0 +1,195 @@
+"""Event -> keys: watch callbacks map a change to the work-queue keys it can affect.
+
+Callbacks run synchronously inside the watch caches: they read the caches' indexes and ``add``
+keys, never do I/O and never decide anything (the handlers re-read and decide, level-triggered).
+Keys are only queued while this replica leads (:attr:`Router.leading`); a new leader starts with
+a full :meth:`Router.sweep` of every kind instead.
+
+A queue or policy change re-sweeps only what it can change: the Workloads whose opt-in goes
+through it (:func:`workloads_affected`), and only when the change is one opt-in reads (labels,
+spec, creation, deletion) — not the frequent status writes of Kueue's queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kontinue import keys
+from kontinue.kube import watching
+from kontinue.models import checkpoint, core, kueue
+from kontinue.models import policy as policy_model
+from queue_bridge import caches as caches_module
+from queue_bridge import deciding, disruptions, kinds, queueing, reconciling
+
+
+def pod_matters(pod: core.Pod) -> bool:
+    """A pod the Pod handler has anything to do for: it holds our finalizer or restores."""
+    return reconciling.has_finalizer(pod) or bool(
+        pod.metadata.annotation(keys.RESTORE_FROM_ANNOTATION)
+    )
+
+
+def opt_in_changed(event: watching.Event[Any]) -> bool:
+    """Whether a queue or policy event can change an opt-in decision (not a status write)."""
+    old, new = event.old, event.obj
+    return (
+        old is None
+        or event.type == "DELETED"
+        or old.metadata.labels != new.metadata.labels
+        or old.metadata.generation != new.metadata.generation
+    )
+
+
+def _policy_label(queue: kueue.ClusterQueue) -> str:
+    return queue.metadata.label(keys.POLICY_LABEL) or keys.DEFAULT_POLICY_NAME
+
+
+def workloads_affected(
+    workloads: Iterable[kueue.Workload],
+    local_queues: Iterable[kueue.LocalQueue],
+    cluster_queues: Iterable[kueue.ClusterQueue],
+    *,
+    changed: kueue.ClusterQueue | kueue.LocalQueue | policy_model.CheckpointPolicy,
+) -> list[kueue.Workload]:
+    """The Workloads whose opt-in (:func:`queue_bridge.reconciling.opt_in`) reads ``changed``.
+
+    A Workload reads its ClusterQueue (the admitted one, else its LocalQueue's), and through it
+    the policy the ClusterQueue's ``kontinue.dev/policy`` label names (``default`` when unset).
+    ``cluster_queues`` and ``local_queues`` are the cached ones, ``changed`` included (or, for a
+    deletion, not).
+    """
+    lq_to_cq = {(q.namespace, q.name): q.spec.cluster_queue for q in local_queues}
+    if isinstance(changed, kueue.LocalQueue):
+        name = (changed.namespace, changed.name)
+        return [
+            w
+            for w in workloads
+            if (w.status is None or w.status.admission is None)
+            and (w.namespace, w.spec.queue_name) == name
+        ]
+    if isinstance(changed, kueue.ClusterQueue):
+        names = {changed.name}
+    else:
+        names = {q.name for q in cluster_queues if _policy_label(q) == changed.name}
+        if not names:
+            return []
+
+    def cluster_queue(w: kueue.Workload) -> str | None:
+        if w.status is not None and w.status.admission is not None:
+            return w.status.admission.cluster_queue
+        return lq_to_cq.get((w.namespace, w.spec.queue_name or ""))
+
+    return [w for w in workloads if cluster_queue(w) in names]
+
+
+class Router:
+    """Subscribes to the caches and turns their events into keys of ``queue``."""
+
+    def __init__(self, caches: caches_module.Caches, queue: queueing.WorkQueue[kinds.Key]) -> None:
+        self.caches = caches
+        self.queue = queue
+        self.leading = False
+        c = caches
+        c.workloads.subscribe(self._on_workload)
+        c.checkpoints.subscribe(self._on_checkpoint)
+        c.pods.subscribe(self._on_pod)
+        c.jobs.subscribe(self._on_job)
+        for cache in (c.cluster_queues, c.local_queues, c.policies):
+            cache.subscribe(self._on_workload_opt_in_source)
+        # The pod path re-decides on an opt-in change only (labels, spec), not on the frequent
+        # status writes of queues; a PodGroup is read only for its queue, which the pod's own
+        # queue annotation also names, so PodGroup changes need no sweep.
+        opt_in_sources = (c.cluster_queues, c.local_queues, c.policies, c.volcano_queues)
+        for queues in opt_in_sources:
+            if queues is not None:
+                queues.subscribe(self._on_opt_in_source)
+        if c.admission_checks is not None:
+            c.admission_checks.subscribe(
+                lambda e: self.add(kinds.key(kinds.ADMISSION_CHECK, e.obj))
+            )
+
+    def add(self, key: kinds.Key) -> None:
+        if self.leading:
+            self.queue.add(key)
+
+    def sweep(self, kind: str) -> None:
+        """Queue every key of ``kind`` (a new leader; the pod kind: only pods that matter)."""
+        if not self.leading:
+            return
+        cache: dict[str, watching.WatchCache[Any] | None] = {
+            kinds.WORKLOAD: self.caches.workloads,
+            kinds.CHECKPOINT: self.caches.checkpoints,
+            kinds.POD: self.caches.pods,
+            kinds.JOB: self.caches.jobs,
+            kinds.ADMISSION_CHECK: self.caches.admission_checks,
+        }
+        if kind == kinds.DISRUPTION:
+            for pod in self.caches.pods.items():
+                self._add_disruption(pod)
+            return
+        found = cache[kind]
+        for obj in found.items() if found is not None else []:
+            if kind == kinds.POD and not pod_matters(obj):
+                continue
+            self.queue.add(kinds.key(kind, obj))
+
+    def _on_workload_opt_in_source(self, event: watching.Event[Any]) -> None:
+        if not self.leading or not opt_in_changed(event):
+            return
+        c = self.caches
+        for workload in workloads_affected(
+            c.workloads.items(), c.local_queues.items(), c.cluster_queues.items(), changed=event.obj
+        ):
+            self.queue.add(kinds.key(kinds.WORKLOAD, workload))
+
+    def _on_opt_in_source(self, event: watching.Event[Any]) -> None:
+        if opt_in_changed(event):
+            self.sweep(kinds.DISRUPTION)
+
+    def _add_disruption(self, pod: core.Pod) -> None:
+        if disruptions.has_disruption(pod):
+            annotation = pod.metadata.annotation(keys.LINEAGE_ANNOTATION) or ""
+            self.add((kinds.DISRUPTION, pod.namespace, annotation))
+
+    def _add_lineage_disruptions(self, owner: checkpoint.Lineage | None) -> None:
+        for pod in self.caches.lineage_pods(owner) if owner is not None else []:
+            self._add_disruption(pod)
+
+    def _on_workload(self, event: watching.Event[kueue.Workload]) -> None:
+        workload = event.obj
+        self.add(kinds.key(kinds.WORKLOAD, workload))
+        self._add_lineage_disruptions(reconciling.workload_lineage(workload))
+        ref = workload.metadata.controller_ref()
+        if ref is not None and ref.kind == "Job" and ref.api_version == "batch/v1":
+            self.add((kinds.JOB, workload.namespace, ref.name))
+
+    def _on_checkpoint(self, event: watching.Event[checkpoint.Checkpoint]) -> None:
+        cp = event.obj
+        self.add(kinds.key(kinds.CHECKPOINT, cp))
+        for member in cp.spec.members:
+            pod = self.caches.pod_by_uid(member.pod_uid)
+            if pod is not None:
+                self.add(kinds.key(kinds.POD, pod))
+        for ns, name in self.caches.workloads_by_owner.get(cp.spec.lineage.owner_uid, ()):
+            self.add((kinds.WORKLOAD, ns, name))
+        self._add_lineage_disruptions(cp.spec.lineage)
+
+    def _on_pod(self, event: watching.Event[core.Pod]) -> None:
+        pod = event.obj
+        if event.type != "DELETED" and pod_matters(pod):
+            self.add(kinds.key(kinds.POD, pod))
+        for ns, name in self.caches.checkpoints_by_pod.get(pod.metadata.uid or "", ()):
+            self.add((kinds.CHECKPOINT, ns, name))
+        owner = deciding.owner_uid(pod.metadata.annotation(keys.LINEAGE_ANNOTATION))
+        for ns, name in self.caches.workloads_by_owner.get(owner or "", ()):
+            self.add((kinds.WORKLOAD, ns, name))
+        if event.type != "DELETED":
+            self._add_disruption(pod)
+
+    def _on_job(self, event: watching.Event[core.Job]) -> None:
+        job = event.obj
+        if event.type != "DELETED":
+            self.add(kinds.key(kinds.JOB, job))
+        for ns, name in self.caches.checkpoints_by_owner.get(job.metadata.uid or "", ()):
+            self.add((kinds.CHECKPOINT, ns, name))
