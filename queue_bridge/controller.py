@@ -99,8 +99,7 @@ class Controller:
         self.router.leading = True
         log.info("leading: sweeping every object")
         try:
-            for kind in kinds.SWEEP_ORDER:
-                self.router.sweep(kind)
+            self.queue.sweep()  # every key, in batches as the queue drains (Router.every_key)
             await self.queue.run(self.handle, workers=self.config.workers)
         finally:
             self.router.leading = False

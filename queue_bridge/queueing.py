@@ -8,8 +8,12 @@ Watch handlers only ``add(key)``; workers re-read current state for that key and
   marks it dirty and it runs again right after, so the last event is never lost;
 - a failing key is retried with capped exponential backoff, without blocking other keys;
 - the queue is bounded: past ``max_keys`` distinct waiting keys an ``add`` is dropped and
-  counted, and the periodic resync picks the key up again. Memory stays bounded under an event
-  storm, and nothing important lives only here (see docs/architecture.md).
+  counted (one log line with the count once it drains, not one per key). Memory stays bounded
+  under an event storm, and nothing important lives only here (see docs/architecture.md);
+- no key is dropped for good: with a sweep source (:meth:`WorkQueue.set_sweep`, every key the
+  owner knows), a sweep adds keys in batches — as many as fit now, the next batch each time the
+  queue drains to half — and a sweep that saw drops is followed by another one. A resync that
+  enqueues in a fixed order can therefore no longer lose the same tail on every pass.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 from kontinue.kube import errors
@@ -45,6 +49,9 @@ class WorkQueue(Generic[K]):
         self._base_delay = base_delay
         self._max_delay = max_delay
         self.dropped = 0
+        self._lost = 0  # drops since the current sweep started (or ever, without a sweep)
+        self._source: Callable[[], Iterable[K]] | None = None
+        self._sweep: Iterator[K] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -60,13 +67,48 @@ class WorkQueue(Generic[K]):
             return
         if len(self._waiting) >= self._max_keys:
             self.dropped += 1
-            logger.warning(
-                "work queue full (%d keys): dropped %r until resync", self._max_keys, key
-            )
+            self._lost += 1
             return
         self._waiting[key] = None
         self._idle.clear()
         self._has_work.set()
+
+    def set_sweep(self, source: Callable[[], Iterable[K]]) -> None:
+        """Every key the owner knows, in any order: what :meth:`sweep` and overflow re-add."""
+        self._source = source
+
+    def sweep(self) -> None:
+        """Queue every key of the sweep source, in batches as the queue drains (module doc)."""
+        if self._source is None:
+            raise RuntimeError("WorkQueue.sweep without a source (set_sweep)")
+        self._sweep = iter(self._source())
+        self._lost = 0
+        self._fill()
+
+    def _fill(self) -> None:
+        """Add the next batch of the current sweep; after a sweep that saw drops, start one."""
+        while True:
+            if self._sweep is None:
+                if not self._lost:
+                    return
+                if self._source is None:
+                    logger.warning("work queue full: %d adds dropped", self._lost)
+                    self._lost = 0
+                    return
+                logger.warning(
+                    "work queue full: %d adds dropped; sweeping every key again", self._lost
+                )
+                self._sweep = iter(self._source())
+                self._lost = 0
+            while len(self._waiting) < self._max_keys:
+                try:
+                    key = next(self._sweep)
+                except StopIteration:
+                    self._sweep = None
+                    break
+                self.add(key)
+            else:
+                return  # full again: the next batch when it drains
 
     def add_after(self, key: K, delay: float) -> None:
         """Queue ``key`` after ``delay`` seconds; of two pending delays the sooner one wins.
@@ -107,7 +149,12 @@ class WorkQueue(Generic[K]):
         if key in self._dirty:
             self._dirty.discard(key)
             self.add(key)
+        self._refill()
         self._check_idle()
+
+    def _refill(self) -> None:
+        if (self._sweep is not None or self._lost) and len(self._waiting) <= self._max_keys // 2:
+            self._fill()
 
     def _check_idle(self) -> None:
         if not self._waiting and not self._processing and not self._delayed:
@@ -143,6 +190,7 @@ class WorkQueue(Generic[K]):
                 self._processing.discard(key)
                 self._dirty.discard(key)
                 self.add_after(key, delay)
+                self._refill()
                 continue
             self._failures.pop(key, None)
             self._done(key)

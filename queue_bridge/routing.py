@@ -3,7 +3,8 @@
 Callbacks run synchronously inside the watch caches: they read the caches' indexes and ``add``
 keys, never do I/O and never decide anything (the handlers re-read and decide, level-triggered).
 Keys are only queued while this replica leads (:attr:`Router.leading`); a new leader starts with
-a full :meth:`Router.sweep` of every kind instead.
+a sweep of every key instead (:meth:`Router.every_key`, the queue's sweep source, added in
+batches as the queue drains: :mod:`queue_bridge.queueing`).
 
 A queue or policy change re-sweeps only what it can change: the Workloads whose opt-in goes
 through it (:func:`workloads_affected`), and only when the change is one opt-in reads (labels,
@@ -12,7 +13,7 @@ spec, creation, deletion) — not the frequent status writes of Kueue's queues.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kontinue import keys
@@ -90,6 +91,7 @@ class Router:
         self.caches = caches
         self.queue = queue
         self.leading = False
+        queue.set_sweep(self.every_key)
         c = caches
         c.workloads.subscribe(self._on_workload)
         c.checkpoints.subscribe(self._on_checkpoint)
@@ -113,9 +115,14 @@ class Router:
         if self.leading:
             self.queue.add(key)
 
-    def sweep(self, kind: str) -> None:
-        """Queue every key of ``kind`` (a new leader; the pod kind: only pods that matter)."""
-        if not self.leading:
+    def keys_of(self, kind: str) -> Iterator[kinds.Key]:
+        """Every key of ``kind`` the caches hold (pods: only those that matter; disruptions: one
+        per disrupted pod, de-duplicated by the queue)."""
+        if kind == kinds.DISRUPTION:
+            for pod in self.caches.pods.items():
+                if disruptions.has_disruption(pod):
+                    annotation = pod.metadata.annotation(keys.LINEAGE_ANNOTATION) or ""
+                    yield (kinds.DISRUPTION, pod.namespace, annotation)
             return
         cache: dict[str, watching.WatchCache[Any] | None] = {
             kinds.WORKLOAD: self.caches.workloads,
@@ -124,15 +131,25 @@ class Router:
             kinds.JOB: self.caches.jobs,
             kinds.ADMISSION_CHECK: self.caches.admission_checks,
         }
-        if kind == kinds.DISRUPTION:
-            for pod in self.caches.pods.items():
-                self._add_disruption(pod)
-            return
         found = cache[kind]
         for obj in found.items() if found is not None else []:
             if kind == kinds.POD and not pod_matters(obj):
                 continue
-            self.queue.add(kinds.key(kind, obj))
+            yield kinds.key(kind, obj)
+
+    def every_key(self) -> Iterator[kinds.Key]:
+        """Every key of every kind, in :data:`queue_bridge.kinds.SWEEP_ORDER` (the queue's sweep
+        source: nothing unless leading)."""
+        for kind in kinds.SWEEP_ORDER:
+            if not self.leading:
+                return
+            yield from self.keys_of(kind)
+
+    def sweep(self, kind: str) -> None:
+        """Queue every key of ``kind`` now (while leading)."""
+        if self.leading:
+            for key in self.keys_of(kind):
+                self.queue.add(key)
 
     def _on_workload_opt_in_source(self, event: watching.Event[Any]) -> None:
         if not self.leading or not opt_in_changed(event):

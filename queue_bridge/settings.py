@@ -49,8 +49,8 @@ class Settings:
     """``/metrics`` (also served on the health port); 0 turns the second listener off."""
     workers: int = 4
     max_queued_keys: int = 200_000
-    """Bound on distinct waiting keys. The start-up sweep queues every Job, Workload and pod
-    key at once (14,000 at 10,000 pods, docs/benchmarks.md); a key costs ~100 bytes."""
+    """Bound on distinct waiting keys (a key costs ~100 bytes). Sweeps add keys in batches as
+    the queue drains, so a bound below the number of keys only slows them (queueing.py)."""
     resync_seconds: float = 300.0
     finalizer_margin_seconds: float = 30.0
     settle_seconds: float = 5.0

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from typing import TypeVar
 
 import pytest
 
 from queue_bridge import queueing
 
+K = TypeVar("K", bound=Hashable)
+
 
 @contextlib.asynccontextmanager
 async def running(
-    queue: queueing.WorkQueue[str], handler: Callable[[str], Awaitable[None]], workers: int = 4
+    queue: queueing.WorkQueue[K], handler: Callable[[K], Awaitable[None]], workers: int = 4
 ) -> AsyncIterator[None]:
     task = asyncio.create_task(queue.run(handler, workers=workers))
     try:
@@ -97,6 +100,51 @@ async def test_a_full_queue_drops_and_counts_instead_of_growing() -> None:
         queue.add(key)
     assert len(queue) == 3
     assert queue.dropped == 2
+
+
+async def test_a_full_queue_never_drops_the_same_tail_forever(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A resync adds every key in the same order into a queue too small for them: the keys
+    past the bound must still run (issue: a pod that ended while the bridge was down was never
+    released because its key sorted after more than ``max_keys`` others)."""
+    queue: queueing.WorkQueue[int] = queueing.WorkQueue(max_keys=3)
+    every_key = list(range(10))
+    queue.set_sweep(lambda: iter(every_key))
+    seen: list[int] = []
+
+    async def handle(key: int) -> None:
+        seen.append(key)
+
+    for key in every_key:  # what a resync does
+        queue.add(key)
+    assert queue.dropped == 7
+    async with running(queue, handle, workers=2):
+        await asyncio.wait_for(queue.join(), 5)
+    assert set(seen) == set(every_key)
+    full = [r.getMessage() for r in caplog.records if "work queue full" in r.getMessage()]
+    assert full == ["work queue full: 7 adds dropped; sweeping every key again"]
+
+
+async def test_a_sweep_adds_in_batches_and_never_drops() -> None:
+    queue: queueing.WorkQueue[int] = queueing.WorkQueue(max_keys=4)
+    queue.set_sweep(lambda: iter(range(25)))
+    seen: list[int] = []
+    peak = 0
+
+    async def handle(key: int) -> None:
+        nonlocal peak
+        peak = max(peak, len(queue))
+        seen.append(key)
+        await asyncio.sleep(0)
+
+    queue.sweep()
+    assert len(queue) == 4
+    async with running(queue, handle):
+        await asyncio.wait_for(queue.join(), 5)
+    assert sorted(seen) == list(range(25))
+    assert queue.dropped == 0
+    assert peak <= 4
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.02])
