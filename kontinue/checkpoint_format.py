@@ -24,6 +24,7 @@ import enum
 import hashlib
 import json
 import os
+from collections.abc import Collection
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -194,11 +195,15 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_manifest(directory: Path, *, extra: dict[str, Any] | None = None) -> Manifest:
+def write_manifest(
+    directory: Path, *, extra: dict[str, Any] | None = None, exclude: Collection[str] = ()
+) -> Manifest:
     """List every regular file under ``directory`` in a manifest written last and durably.
 
     Call it after the data files are written (it fsyncs each before listing it). Refuses a
-    directory that already has a manifest: a checkpoint is never rewritten.
+    directory that already has a manifest: a checkpoint is never rewritten. ``exclude`` names
+    top-level entries left out of the manifest (the workload SDK keeps its snapshots, each a
+    checkpoint of its own, in ``snapshots/``: kontinue_sdk/session.py).
     """
     target = directory / MANIFEST_NAME
     if target.exists():
@@ -207,6 +212,8 @@ def write_manifest(directory: Path, *, extra: dict[str, Any] | None = None) -> M
     for path in sorted(p for p in directory.rglob("*") if p.is_file() and not p.is_symlink()):
         relative = path.relative_to(directory).as_posix()
         if relative in (MANIFEST_NAME, MANIFEST_NAME + _TMP_SUFFIX):
+            continue
+        if PurePosixPath(relative).parts[0] in exclude:
             continue
         digest = hashlib.sha256()
         with path.open("rb") as stream:

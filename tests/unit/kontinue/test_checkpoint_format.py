@@ -101,3 +101,13 @@ def test_symlink_out_of_the_directory_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(checkpoint_format.Problem, match="points outside the directory"):
         checkpoint_format.verify(ckpt)
+
+
+def test_write_manifest_leaves_out_excluded_top_level_entries(tmp_path: Path) -> None:
+    (tmp_path / "model.bin").write_bytes(b"m")
+    (tmp_path / "snapshots" / "step-3").mkdir(parents=True)
+    (tmp_path / "snapshots" / "step-3" / "model.bin").write_bytes(b"old")
+    (tmp_path / "snapshots.bin").write_bytes(b"kept: only the exact top-level name is excluded")
+    written = checkpoint_format.write_manifest(tmp_path, exclude={"snapshots"})
+    assert [entry.path for entry in written.files] == ["model.bin", "snapshots.bin"]
+    assert checkpoint_format.verify(tmp_path) == written
