@@ -138,6 +138,7 @@ def checkpoint_crd() -> Schema:
             _column("Trigger", ".spec.trigger.reason"),
             _column("Source", ".spec.trigger.source"),
             _column("Phase", ".status.phase"),
+            _column("Consistency", ".spec.consistency"),
             _column("Path", ".status.path", priority=1),
             _column("Message", ".status.message", priority=1),
             _column("Age", ".metadata.creationTimestamp", "date"),

@@ -38,6 +38,9 @@ CHECKPOINT_OWNER_UID_LABEL: Final = "kontinue.dev/owner-uid"
 ENV_CHECKPOINT_DIR: Final = "KONTINUE_CHECKPOINT_DIR"
 ENV_RESTORE_FROM: Final = "KONTINUE_RESTORE_FROM"
 ENV_POD_UID: Final = "KONTINUE_POD_UID"
+ENV_MEMBER: Final = "KONTINUE_MEMBER"
+"""The pod's member identity (kontinue/identity.py), also recorded in each save's manifest."""
+MANIFEST_MEMBER_KEY: Final = "member"
 SAVED_MARKER_KEY: Final = "kontinue"
 SAVED_MARKER_VALUE: Final = "saved"
 RESTORE_INIT_CONTAINER: Final = "kontinue-restore"
@@ -76,6 +79,10 @@ VOLCANO_BATCH_GROUP: Final = "batch.volcano.sh"
 VOLCANO_PODGROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 VOLCANO_QUEUE_NAME_ANNOTATION: Final = "volcano.sh/queue-name"
 VOLCANO_JOB_NAME_LABEL: Final = "volcano.sh/job-name"
+# A vcjob pod's task and its index within the task, label and annotation (volcano-sh/apis
+# pkg/apis/batch/v1alpha1/labels.go TaskSpecKey, TaskIndex)
+VOLCANO_TASK_SPEC_KEY: Final = "volcano.sh/task-spec"
+VOLCANO_TASK_INDEX_KEY: Final = "volcano.sh/task-index"
 VOLCANO_SCHEDULER_USER: Final = "system:serviceaccount:volcano-system:volcano-scheduler"
 
 # --- Kubernetes core (k8s.io/api/core/v1/types.go, pkg/apis/batch) ----------------------------
@@ -86,6 +93,8 @@ DISRUPTION_DELETION_BY_TAINT_MANAGER: Final = "DeletionByTaintManager"
 JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
 JOB_TRACKING_FINALIZER: Final = "batch.kubernetes.io/job-tracking"
 JOB_COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
+# Also a label since Kubernetes 1.28 (PodIndexLabel): pkg/controller/job/indexed_job_utils.go
+JOB_COMPLETION_INDEX_LABEL: Final = "batch.kubernetes.io/job-completion-index"
 
 # --- GPU Feature Discovery node labels (NVIDIA/k8s-device-plugin gpu-feature-discovery) -------
 GPU_RESOURCE: Final = "nvidia.com/gpu"
@@ -99,6 +108,10 @@ CUDA_DRIVER_MAJOR_LABEL: Final = "nvidia.com/cuda.driver-version.major"
 JOBSET_GROUP: Final = "jobset.x-k8s.io"
 JOBSET_NAME_LABEL: Final = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID_LABEL: Final = "jobset.sigs.k8s.io/jobset-uid"
+# Both a label and an annotation on child Jobs and pods (pkg/controllers/jobset_controller.go
+# labelAndAnnotateObject): the pod's replicated Job and that Job's index within it.
+JOBSET_REPLICATED_JOB_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_JOB_INDEX_LABEL: Final = "jobset.sigs.k8s.io/job-index"
 
 # --- checkpoint directory format (kontinue/checkpoint_format.py) ------------------------------
 CHECKPOINT_MANIFEST_FILE: Final = "MANIFEST.json"

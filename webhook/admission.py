@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kontinue import catalog, keys, lineage, optin
+from kontinue import catalog, identity, keys, lineage, optin, restore_plan
 from kontinue.models import base, core, errors
-from kontinue.models import policy as policy_model
 from webhook import plumbing, review, settings, validation
 from webhook import state as state_module
 
@@ -32,30 +31,18 @@ def _pod_object(request: review.AdmissionRequest) -> tuple[Obj, str]:
     return obj, namespace
 
 
-def _restore_plan(
-    decision: catalog.RestoreDecision,
-    *,
-    pod: core.Pod,
-    policy: policy_model.CheckpointPolicy,
-) -> plumbing.Restore | None:
-    index_text = pod.metadata.annotation(keys.JOB_COMPLETION_INDEX_ANNOTATION)
-    index = int(index_text) if index_text and index_text.isdigit() else None
-    if decision.checkpoint is not None:
-        return plumbing.Restore(
-            checkpoint=decision.checkpoint.name,
-            source=plumbing.member_dir(decision.checkpoint, policy=policy, index=index),
-            node_labels=dict(decision.required_node_labels),
-        )
-    if decision.wait_for is not None:
-        fallback = decision.fallback
-        return plumbing.Restore(
-            checkpoint=fallback.name if fallback else "",
-            source=plumbing.member_dir(fallback, policy=policy, index=index) if fallback else "",
-            wait_for_checkpoint=decision.wait_for.name,
-            wait_for=plumbing.member_dir(decision.wait_for, policy=policy, index=index),
-            node_labels=dict(decision.required_node_labels),
-        )
-    return None
+def _rendered(plan: restore_plan.Plan) -> plumbing.Restore | None:
+    """The plan's sources as paths for :func:`webhook.plumbing.plumb_pod` (``None``: cold)."""
+    if plan.cold_start:
+        return None
+    source, awaited = plan.source, plan.wait_for
+    return plumbing.Restore(
+        checkpoint=source.name if source else "",
+        source=source.path if source else "",
+        wait_for_checkpoint=awaited.name if awaited else "",
+        wait_for=awaited.path if awaited else "",
+        node_labels=dict(plan.node_labels),
+    )
 
 
 def mutate_pod(
@@ -88,15 +75,20 @@ def mutate_pod(
         fingerprint = catalog.fingerprint_of(pod)
     except ValueError as exc:
         return review.allow(warnings=[f"kontinue: pod not plumbed: {exc}"])
-    restore_decision = catalog.choose_restore(
+    try:
+        member = identity.of(pod.metadata.labels, pod.metadata.annotations)
+    except ValueError as exc:
+        return review.allow(warnings=[f"kontinue: pod not plumbed: no member identity: {exc}"])
+    plan = restore_plan.plan(
         state.checkpoints_of(pod_lineage),
-        lineage=pod_lineage,
+        owner=pod_lineage,
+        identity=member,
         policy=decision.policy,
         pod_fingerprint=fingerprint,
         nodes=state.nodes(),
     )
-    restore = _restore_plan(restore_decision, pod=pod, policy=decision.policy)
-    cold_start_reason = restore_decision.reason
+    restore = _rendered(plan)
+    cold_start_reason = plan.reason
     if restore is not None:
         # Never hand out a path the validating webhook would deny (the pod could then not be
         # created at all): a Checkpoint recording a directory outside its lineage is not used.
@@ -111,15 +103,16 @@ def mutate_pod(
                 f"{pod_lineage.key}: {stray[0]}"
             )
             restore = None
-    plan = plumbing.plumb_pod(
+    rendered = plumbing.plumb_pod(
         obj,
         pod_lineage=pod_lineage,
         policy=decision.policy,
         restore=restore,
         cold_start_reason=cold_start_reason,
         image=config.image,
+        member=member,
     )
-    return review.allow(plan.patch, [*decision.warnings, *plan.warnings])
+    return review.allow(rendered.patch, [*decision.warnings, *rendered.warnings])
 
 
 def mutate_job(request: review.AdmissionRequest, *, state: state_module.State) -> review.Verdict:

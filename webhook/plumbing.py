@@ -4,6 +4,8 @@ Pod (CREATE), per its ``CheckpointPolicy`` (DESIGN.md, "Checkpoint engines"/"Res
 
 * the checkpoint volume (the policy's PVC or hostPath) mounted at ``storage.mountPath`` in
   every main container;
+* ``KONTINUE_MEMBER``, the pod's member identity (kontinue/identity.py), which the workload
+  records in each save's manifest and the restore init-container checks;
 * ``KONTINUE_POD_UID`` from the downward API, then ``KONTINUE_CHECKPOINT_DIR`` =
   ``<mount>/<lineage dir>/$(KONTINUE_POD_UID)``: a mutating webhook never sees the UID, and the
   kubelet expands ``$(VAR)`` from variables defined *earlier in the same list* (recorded:
@@ -54,7 +56,9 @@ ENV_RESTORE_SOURCE = keys.ENV_RESTORE_SOURCE
 ENV_RESTORE_CHECKPOINT = keys.ENV_RESTORE_CHECKPOINT
 ENV_WAIT_CHECKPOINT = keys.ENV_WAIT_CHECKPOINT
 ENV_WAIT_SECONDS = keys.ENV_WAIT_SECONDS
-RESERVED_ENV = frozenset({keys.ENV_POD_UID, keys.ENV_CHECKPOINT_DIR, keys.ENV_RESTORE_FROM})
+RESERVED_ENV = frozenset(
+    {keys.ENV_POD_UID, keys.ENV_CHECKPOINT_DIR, keys.ENV_RESTORE_FROM, keys.ENV_MEMBER}
+)
 MAX_POD_FAILURE_RULES = 20  # k8s.io/kubernetes pkg/apis/batch/validation maxPodFailurePolicyRules
 DISRUPTION_RULE: Obj = {
     "action": "Ignore",
@@ -92,24 +96,6 @@ def escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def member_dir(
-    cp: checkpoint.Checkpoint, *, policy: policy_model.CheckpointPolicy, index: int | None
-) -> str:
-    """Absolute directory of the member a pod of completion index ``index`` restores from.
-
-    The member with the same index, else the lowest index (data-parallel replicas share state).
-    Its recorded ``status.members[].path`` wins; else the layout of
-    :func:`kontinue.lineage.checkpoint_dir`. Relative paths are under the policy's mount.
-    """
-    members = sorted(cp.spec.members, key=lambda m: m.index)
-    member = next((m for m in members if m.index == index), members[0])
-    recorded = next((r.path for r in cp.status.members if r.pod_name == member.pod_name), None)
-    path = recorded or lineage.checkpoint_dir(policy, cp.spec.lineage, member.pod_uid)
-    if path.startswith("/"):
-        return path
-    return f"{policy.spec.storage.mount_path.rstrip('/')}/{path}"
-
-
 def _volume(policy: policy_model.CheckpointPolicy) -> Obj:
     storage = policy.spec.storage
     if storage.pvc is not None:
@@ -124,13 +110,14 @@ def _volume(policy: policy_model.CheckpointPolicy) -> Obj:
     }
 
 
-def _env(*, checkpoint_dir: str, restore: bool) -> list[Obj]:
+def _env(*, checkpoint_dir: str, restore: bool, member: str) -> list[Obj]:
     env: list[Obj] = [
         {
             "name": keys.ENV_POD_UID,
             "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.uid"}},
         },
         {"name": keys.ENV_CHECKPOINT_DIR, "value": checkpoint_dir},
+        {"name": keys.ENV_MEMBER, "value": member},
     ]
     if restore:
         env.append({"name": keys.ENV_RESTORE_FROM, "value": RESTORE_LINK})
@@ -144,8 +131,9 @@ def _init_container(
     restore: Restore,
     checkpoint_dir: str,
     security_context: Obj | None,
+    member: str,
 ) -> Obj:
-    env = _env(checkpoint_dir=checkpoint_dir, restore=True)
+    env = _env(checkpoint_dir=checkpoint_dir, restore=True, member=member)
     env += [
         {"name": ENV_RESTORE_SOURCE, "value": restore.source},
         {"name": ENV_RESTORE_CHECKPOINT, "value": restore.checkpoint},
@@ -234,8 +222,13 @@ def plumb_pod(
     restore: Restore | None,
     cold_start_reason: str,
     image: str,
+    member: str,
 ) -> Plan:
-    """The patch for one opted-in pod on CREATE (see the module docstring)."""
+    """The patch for one opted-in pod on CREATE (see the module docstring).
+
+    ``member``: the pod's member identity (kontinue/identity.py), given to every container as
+    ``KONTINUE_MEMBER``; ``restore``: the rendered restore plan (kontinue/restore_plan.py).
+    """
     meta: Obj = pod.get("metadata") or {}
     spec: Obj = pod.get("spec") or {}
     storage = policy.spec.storage
@@ -321,7 +314,10 @@ def plumb_pod(
             {
                 "op": "add" if user_env is None else "replace",
                 "path": f"/spec/containers/{i}/env",
-                "value": _env(checkpoint_dir=checkpoint_dir, restore=restore is not None) + kept,
+                "value": _env(
+                    checkpoint_dir=checkpoint_dir, restore=restore is not None, member=member
+                )
+                + kept,
             }
         )
         mounts = container.get("volumeMounts")
@@ -350,6 +346,7 @@ def plumb_pod(
             restore=restore,
             checkpoint_dir=checkpoint_dir,
             security_context=first.get("securityContext"),
+            member=member,
         )
         inits = spec.get("initContainers")
         existing = [j for j, c in enumerate(inits or []) if c.get("name") == init["name"]]

@@ -1,8 +1,11 @@
 """``Checkpoint`` (namespaced): one checkpoint *set* of one lineage, taken at one trigger.
 
-All pods evicted by the same eviction are the set's members. The set is good (``Succeeded``) only
-if every member saved; only a good set is ever restored from. The phase moves one way:
-``Pending -> InProgress -> Succeeded | Failed``, and any of them may later become ``Expired``.
+All pods evicted by the same eviction are the set's members, each named by its *identity*, its
+place in the workload (kontinue/identity.py). The set is good (``Succeeded``) only if every member
+saved or is carried forward (its pod never started its main container, so its state is the one it
+restored from); which sets a pod may restore from is the policy's ``restore.consistency``
+(kontinue/restore_plan.py). The phase moves one way: ``Pending -> InProgress -> Succeeded |
+Failed``, and any of them may later become ``Expired``.
 """
 
 from __future__ import annotations
@@ -69,6 +72,10 @@ class Member(base.OwnModel):
     pod_uid: str = pydantic.Field(min_length=1)
     node: str = ""
     index: int = pydantic.Field(default=0, ge=0)
+    """The trailing index of ``identity`` (kept for readers of the first schema)."""
+    identity: str = pydantic.Field(default="", max_length=253)
+    """The pod's member identity (``index=1``, ``task=worker,index=0``, ...); only a pod of the
+    same identity restores this member. Empty in sets recorded before identities: ``index``."""
 
 
 class Fingerprint(base.OwnModel):
@@ -86,6 +93,9 @@ class CheckpointSpec(base.OwnModel):
     members: list[Member] = pydantic.Field(min_length=1)
     fingerprint: Fingerprint = pydantic.Field(default_factory=Fingerprint)
     policy_name: str = keys.DEFAULT_POLICY_NAME
+    consistency: str = ""
+    """The policy's ``restore.consistency`` when the set was recorded (for ``kubectl get ckpt``
+    and Events; restores follow the policy in force)."""
     workload: str | None = None
     """The queue-system object evicted: a Kueue Workload or Volcano PodGroup name."""
 
@@ -95,6 +105,18 @@ class MemberState(enum.StrEnum):
     SAVING = "Saving"
     SAVED = "Saved"
     FAILED = "Failed"
+    CARRIED_FORWARD = "CarriedForward"
+    """The pod never started its main container: it saved nothing and changed nothing, so its
+    identity's state is what it restored (or would have restored) from, in an older set."""
+
+    @property
+    def terminal(self) -> bool:
+        return self in (MemberState.SAVED, MemberState.FAILED, MemberState.CARRIED_FORWARD)
+
+    @property
+    def good(self) -> bool:
+        """Counts toward a ``Succeeded`` set."""
+        return self in (MemberState.SAVED, MemberState.CARRIED_FORWARD)
 
 
 class MemberResult(base.OwnModel):
@@ -106,6 +128,10 @@ class MemberResult(base.OwnModel):
     started_at: base.Time | None = None
     finished_at: base.Time | None = None
     path: str | None = None
+    carried_from: str | None = None
+    """Only ``CarriedForward``: the Checkpoint its pod was told to restore from (its
+    ``kontinue.dev/restore-from``), if any; the restore plan resolves the state through the older
+    sets, exactly as the pod itself would have."""
 
 
 class CheckpointStatus(base.OwnModel):

@@ -92,7 +92,25 @@ class Triggers(base.OwnModel):
     )
 
 
+class Consistency(enum.StrEnum):
+    """Which sets and members a multi-pod workload's pods restore from (docs/api.md)."""
+
+    COUPLED = "coupled"
+    """Ranks depend on each other (DDP/FSDP, pipeline stages): each pod restores its own member
+    of the newest ``Succeeded`` set holding its identity, so one eviction's pods resume from one
+    consistent cut or not at all. A set a member failed is used by nobody."""
+    INDEPENDENT = "independent"
+    """Shards with their own state (an Indexed Job over index-sharded data): each pod restores
+    its own identity's newest saved member, even from a set another member failed."""
+    SHARED = "shared"
+    """Identical replicas where rank 0 writes the state: every pod restores rank 0's newest
+    saved member. The only rule under which one identity's state reaches another."""
+
+
 class Restore(base.OwnModel):
+    consistency: Consistency = Consistency.COUPLED
+    """How the pods of a multi-pod workload choose their restore source (see :class:`Consistency`);
+    a single-pod workload restores the same under all three."""
     attempts_before_fallback: int = pydantic.Field(default=2, ge=1, le=20)
     """Failed restores of one checkpoint before falling back to the previous one, then cold."""
     wait_for_saving_seconds: int = pydantic.Field(default=600, ge=0, le=86400)

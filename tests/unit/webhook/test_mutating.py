@@ -389,6 +389,10 @@ def test_recorded_member_path_and_completion_index_pick_the_directory() -> None:
     source = _env(out["spec"]["initContainers"][0])[plumbing.ENV_RESTORE_SOURCE]["value"]
     assert source.endswith("/uid-1")
 
+    assert _env(out["spec"]["containers"][0])[keys.ENV_MEMBER]["value"] == "index=1"
+    assert _env(out["spec"]["initContainers"][0])[keys.ENV_MEMBER]["value"] == "index=1"
+
+    pod["metadata"]["annotations"] = {keys.JOB_COMPLETION_INDEX_ANNOTATION: "0"}
     own = lineage.lineage_dir(support.lineage_of(pod))
     recorded_path = support.make_checkpoint(
         "cp2", lineage=support.lineage_of(pod), status_path=f"/mnt/{own}/recorded", minutes_ago=1
@@ -630,3 +634,43 @@ def test_pod_whose_labels_are_not_a_map_is_left_alone_with_a_warning() -> None:
     verdict = _mutate(pod, _snapshot())
     assert verdict.patch == ()
     assert "metadata.labels is not a map" in verdict.warnings[0]
+
+
+def test_a_pod_never_restores_another_identitys_member() -> None:
+    """Issue 19 item 1: kube-scheduler preempted only index 0 of a 2-pod Indexed Job; the
+    newest set holds index 0 alone. A new pod of index 1 restores index 1's own member from the
+    older whole-Job set, never index 0's directory (main fell back to "the lowest index")."""
+    pod = support.kueue_pod()
+    pod["metadata"]["annotations"] = {keys.JOB_COMPLETION_INDEX_ANNOTATION: "1"}
+    owner = support.lineage_of(pod)
+    whole = support.make_checkpoint(
+        "whole", lineage=owner, minutes_ago=10, members=[("a0", "uid-a0", 0), ("a1", "uid-a1", 1)]
+    )
+    partial = support.make_checkpoint(
+        "partial", lineage=owner, minutes_ago=1, members=[("b0", "uid-b0", 0)]
+    )
+    out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, whole, partial)).patch)
+    init_env = _env(out["spec"]["initContainers"][0])
+    assert init_env[plumbing.ENV_RESTORE_SOURCE]["value"].endswith("/uid-a1")
+    assert out["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == "whole"
+
+    # Only the partial set: index 1 has nothing of its own, so it starts cold.
+    out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, partial)).patch)
+    assert "initContainers" not in out["spec"]
+    reason = out["metadata"]["annotations"][keys.COLD_START_REASON_ANNOTATION]
+    assert "holds member index=1" in reason
+
+    # Index 0 restores its own newest member from the partial set.
+    pod["metadata"]["annotations"] = {keys.JOB_COMPLETION_INDEX_ANNOTATION: "0"}
+    out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, whole, partial)).patch)
+    assert _env(out["spec"]["initContainers"][0])[plumbing.ENV_RESTORE_SOURCE]["value"].endswith(
+        "/uid-b0"
+    )
+
+
+def test_a_malformed_completion_index_leaves_the_pod_unplumbed_with_a_warning() -> None:
+    pod = support.kueue_pod()
+    pod["metadata"]["annotations"] = {keys.JOB_COMPLETION_INDEX_ANNOTATION: "\u00b2"}
+    verdict = _mutate(pod, _with_checkpoints(pod))
+    assert not verdict.patch
+    assert any("no member identity" in w for w in verdict.warnings)

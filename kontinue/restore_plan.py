@@ -1,0 +1,436 @@
+"""The one restore plan: for a pod being created, which Checkpoint set and which member it
+restores from, what it waits for, where it must run, or why it starts cold.
+
+Pure: Checkpoints (from a cache), the pod's member identity (kontinue/identity.py), its policy,
+its fingerprint and the nodes in; a :class:`Plan` out. The webhook renders the plan into JSON
+Patch ops (webhook/plumbing.py renders, never decides), the AdmissionCheck steers placement by
+it, and retention (kontinue/catalog.py) keeps every set some identity's plan still needs, so the
+three can never disagree.
+
+Rules, per identity (docs/api.md, "Restore"):
+
+- Only the lineage's own checkpoints (same namespace and owner UID), never ``Expired`` ones,
+  newest first by trigger time, then creation time, then name.
+- Only a set holding a member of the pod's identity is considered: a pod restores *its own*
+  member, never another identity's directory (a partial set, from one pod preempted while its
+  siblings ran on, is used only by the identity it covers). Under ``shared`` the identity looked
+  for is rank 0 (the lowest identity of the lineage), for every pod.
+- A member ``CarriedForward`` (its pod never started its main container) holds the state its
+  pod restored from: the plan looks through to older sets for that identity.
+- ``coupled`` (default): the member must be ``Saved`` *and* its set ``Succeeded``: all members of
+  one eviction resume from one cut or none. ``independent`` and ``shared``: the member must be
+  ``Saved``, whatever became of its siblings.
+- The newest set holding the identity still being saved is *waited for*: the restore
+  init-container waits for the member's directory and, if it fails, uses ``fallback`` (what the
+  plan would pick without the awaited set). Under ``coupled`` a member saved in a set still
+  saving is also waited for: the set's verdict is not known yet.
+- A set whose ``status.failedRestores`` reached ``restore.attemptsBeforeFallback`` is passed
+  over; so is one incompatible with the pod per ``spec.compatibility`` (GPU product and CUDA
+  driver major are node properties: usable when a Ready, schedulable node carries both, and
+  ``node_labels`` steers the pod there).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Iterable
+
+from kontinue import identity as identity_module
+from kontinue import keys, lineage
+from kontinue.models import base, checkpoint, core
+from kontinue.models import policy as policy_model
+
+Consistency = policy_model.Consistency
+# Fields named ``checkpoint`` shadow the module inside class bodies.
+_Checkpoint = checkpoint.Checkpoint
+_Member = checkpoint.Member
+_EPOCH = datetime.datetime.min.replace(tzinfo=datetime.UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """One member of one set, and the absolute directory it saved into."""
+
+    checkpoint: _Checkpoint
+    member: _Member
+    path: str
+
+    @property
+    def name(self) -> str:
+        return self.checkpoint.name
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The restore plan of one pod. Exactly one of three shapes:
+
+    - restore: ``source`` set, ``wait_for`` ``None``;
+    - wait: ``wait_for`` set (restore from it once saved), ``source`` the fallback or ``None``;
+    - cold start: both ``None``; ``reason`` says why.
+    """
+
+    identity: str
+    """The identity whose member is restored (the pod's own; rank 0's under ``shared``)."""
+    rule: policy_model.Consistency
+    reason: str
+    source: Source | None = None
+    wait_for: Source | None = None
+    node_labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    passed_over: list[str] = dataclasses.field(default_factory=list)
+    """Names of newer sets passed over (failed restores, incompatible, failed), newest first."""
+
+    @property
+    def cold_start(self) -> bool:
+        return self.source is None and self.wait_for is None
+
+    @property
+    def checkpoint_name(self) -> str:
+        """The set the pod's ``kontinue.dev/restore-from`` names: the awaited one, else the
+        source; ``""`` for a cold start."""
+        chosen = self.wait_for or self.source
+        return chosen.name if chosen else ""
+
+
+# --- ordering ---------------------------------------------------------------------------------
+
+
+def _aware(value: datetime.datetime) -> datetime.datetime:
+    return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+
+
+def newest_first(checkpoints: Iterable[checkpoint.Checkpoint]) -> list[checkpoint.Checkpoint]:
+    """Sorted by trigger time, then creation time, then name, newest first."""
+
+    def key(cp: checkpoint.Checkpoint) -> tuple[datetime.datetime, datetime.datetime, str]:
+        created = cp.metadata.creation_timestamp or _EPOCH
+        return (_aware(cp.spec.trigger.time), _aware(created), cp.name)
+
+    return sorted(checkpoints, key=key, reverse=True)
+
+
+def of_lineage(
+    checkpoints: Iterable[checkpoint.Checkpoint], owner: checkpoint.Lineage
+) -> list[checkpoint.Checkpoint]:
+    """The lineage's own checkpoints (same namespace and owner UID), newest first."""
+    return newest_first(
+        cp
+        for cp in checkpoints
+        if cp.spec.lineage.owner_uid == owner.owner_uid
+        and cp.spec.lineage.namespace == owner.namespace
+    )
+
+
+# --- members ----------------------------------------------------------------------------------
+
+
+def result_of(
+    cp: checkpoint.Checkpoint, member: checkpoint.Member
+) -> checkpoint.MemberResult | None:
+    return next((r for r in cp.status.members if r.pod_name == member.pod_name), None)
+
+
+def state_of(cp: checkpoint.Checkpoint, member: checkpoint.Member) -> checkpoint.MemberState:
+    """The member's recorded state; a ``Succeeded`` set without per-member results (written by
+    hand, or before results were recorded) vouches for all of its members."""
+    result = result_of(cp, member)
+    if result is not None:
+        return result.state
+    if cp.status.phase is checkpoint.Phase.SUCCEEDED:
+        return checkpoint.MemberState.SAVED
+    return checkpoint.MemberState.PENDING
+
+
+def member_of(cp: checkpoint.Checkpoint, wanted: str) -> checkpoint.Member | None:
+    """The set's member of identity ``wanted``. Pods of a NonIndexed Job all share one identity;
+    of several, a saved one is preferred, then the first by pod name (deterministic)."""
+    found = [m for m in cp.spec.members if identity_module.of_member(m) == wanted]
+    found.sort(
+        key=lambda m: (state_of(cp, m) is not checkpoint.MemberState.SAVED, m.pod_name, m.pod_uid)
+    )
+    return found[0] if found else None
+
+
+def identities(checkpoints: Iterable[checkpoint.Checkpoint]) -> list[str]:
+    """Every identity any of ``checkpoints`` records, in natural order (rank 0 first)."""
+    seen = {identity_module.of_member(m) for cp in checkpoints for m in cp.spec.members}
+    return sorted(seen, key=identity_module.sort_key)
+
+
+def member_dir(
+    cp: checkpoint.Checkpoint, member: checkpoint.Member, *, policy: policy_model.CheckpointPolicy
+) -> str:
+    """Absolute directory of one member: its recorded ``status.members[].path``, else the layout
+    of :func:`kontinue.lineage.checkpoint_dir`; relative paths are under the policy's mount."""
+    result = result_of(cp, member)
+    path = (result.path if result else None) or lineage.checkpoint_dir(
+        policy, cp.spec.lineage, member.pod_uid
+    )
+    if path.startswith("/"):
+        return path
+    return f"{policy.spec.storage.mount_path.rstrip('/')}/{path}"
+
+
+# --- compatibility ----------------------------------------------------------------------------
+
+
+def _node_usable(node: core.Node) -> bool:
+    if (node.spec or {}).get("unschedulable"):
+        return False
+    return base.is_true(node.status.conditions if node.status else None, "Ready")
+
+
+def mismatch(
+    cp: checkpoint.Checkpoint,
+    *,
+    policy: policy_model.CheckpointPolicy,
+    pod_fingerprint: checkpoint.Fingerprint,
+    nodes: list[core.Node] | None,
+    also: dict[str, str] | None = None,
+) -> tuple[str | None, dict[str, str]]:
+    """``(why not, {})`` or ``(None, node labels to require)`` for one checkpoint.
+
+    A key recorded on only one side is not compared. ``nodes`` ``None``: do not check that a
+    node exists (retention, which plans for no particular pod). ``also``: labels already required
+    (the awaited checkpoint's, when judging its fallback): the pod is placed once, so a fallback
+    must be restorable on the same nodes.
+    """
+    keys_ = set(policy.spec.compatibility)
+    recorded = cp.spec.fingerprint
+    compat = policy_model.CompatibilityKey
+    if (
+        compat.IMAGE_DIGEST in keys_
+        and recorded.image_digest
+        and pod_fingerprint.image_digest
+        and recorded.image_digest != pod_fingerprint.image_digest
+    ):
+        return (
+            f"imageDigest {recorded.image_digest} != pod's {pod_fingerprint.image_digest}",
+            {},
+        )
+    if (
+        compat.GPU_COUNT in keys_
+        and recorded.gpu_count is not None
+        and pod_fingerprint.gpu_count is not None
+        and recorded.gpu_count != pod_fingerprint.gpu_count
+    ):
+        return f"gpuCount {recorded.gpu_count} != pod's {pod_fingerprint.gpu_count}", {}
+    required: dict[str, str] = {}
+    for key, label, mine, theirs in (
+        (
+            compat.GPU_PRODUCT,
+            keys.GPU_PRODUCT_LABEL,
+            recorded.gpu_product,
+            pod_fingerprint.gpu_product,
+        ),
+        (
+            compat.CUDA_DRIVER_MAJOR,
+            keys.CUDA_DRIVER_MAJOR_LABEL,
+            recorded.cuda_driver_major,
+            pod_fingerprint.cuda_driver_major,
+        ),
+    ):
+        if key not in keys_ or not mine:
+            continue
+        if theirs and theirs != mine:
+            return f"{key.value} {mine} != pod's {theirs}", {}
+        if also and also.get(label, mine) != mine:
+            return f"{key.value} {mine} != awaited checkpoint's {also[label]}", {}
+        required[label] = mine
+    required = {**(also or {}), **required}
+    if (
+        nodes is not None
+        and required
+        and not any(
+            _node_usable(node)
+            and all((node.metadata.labels or {}).get(k) == v for k, v in required.items())
+            for node in nodes
+        )
+    ):
+        wanted = ", ".join(f"{k}={v}" for k, v in required.items())
+        return f"no Ready node has {wanted}", {}
+    return None, required
+
+
+# --- the plan ---------------------------------------------------------------------------------
+
+
+def _unusable(
+    cp: checkpoint.Checkpoint, state: checkpoint.MemberState, rule: Consistency, wanted: str
+) -> str | None:
+    """Why a terminal member (or set) cannot be restored under ``rule``, else ``None``."""
+    if state is not checkpoint.MemberState.SAVED:
+        return f"{wanted} {state.value}"
+    if rule is Consistency.COUPLED and cp.status.phase is not checkpoint.Phase.SUCCEEDED:
+        return f"set {cp.status.phase.value} (coupled: every member must save)"
+    return None
+
+
+def _when(cp: checkpoint.Checkpoint) -> str:
+    return _aware(cp.spec.trigger.time).astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _by(cp: checkpoint.Checkpoint) -> str:
+    return f"{cp.spec.trigger.source.value}/{cp.spec.trigger.reason}"
+
+
+def _rule(rule: Consistency, wanted: str) -> str:
+    return f"{rule.value}: member {wanted}: "
+
+
+def _passed_over(notes: list[str]) -> str:
+    return "; passed over " + "; ".join(notes) if notes else ""
+
+
+def plan(
+    checkpoints: Iterable[checkpoint.Checkpoint],
+    *,
+    owner: checkpoint.Lineage,
+    identity: str | None,
+    policy: policy_model.CheckpointPolicy,
+    pod_fingerprint: checkpoint.Fingerprint,
+    nodes: Iterable[core.Node] | None,
+) -> Plan:
+    """The restore plan of a pod of ``owner`` with member ``identity`` (rules: module doc).
+
+    ``identity`` ``None``: rank 0's plan (a pod template with no place yet: the AdmissionCheck).
+    ``nodes`` ``None``: skip the node check (retention plans for no particular pod).
+    """
+    own = [
+        cp
+        for cp in of_lineage(checkpoints, owner)
+        if cp.status.phase is not checkpoint.Phase.EXPIRED
+    ]
+    rule = policy.spec.restore.consistency
+    node_list = list(nodes) if nodes is not None else None
+    attempts = policy.spec.restore.attempts_before_fallback
+    everyone = identities(own)
+    wanted = identity if identity is not None else (everyone[0] if everyone else "")
+    if rule is Consistency.SHARED and everyone:
+        wanted = everyone[0]
+    wanted = wanted or identity_module.SINGLE
+    if not own:
+        return Plan(wanted, rule, f"no checkpoint of {owner.key} yet")
+
+    skipped: list[str] = []
+    notes: list[str] = []
+    wait_for: Source | None = None
+    wait_labels: dict[str, str] = {}
+    covering_seen = False
+    for cp in own:
+        member = member_of(cp, wanted)
+        if member is None:
+            continue  # a partial set of other identities
+        state = state_of(cp, member)
+        first = not covering_seen
+        covering_seen = True
+        if state is checkpoint.MemberState.CARRIED_FORWARD:
+            notes.append(f"{cp.name}: {wanted} carried forward (never ran)")
+            continue
+        awaiting = not state.terminal or (
+            rule is Consistency.COUPLED
+            and state is checkpoint.MemberState.SAVED
+            and not cp.status.phase.terminal
+        )
+        if awaiting and not cp.status.phase.terminal:
+            if not first:
+                continue  # an older set still saving while a newer one is known: not awaited
+            why, labels = mismatch(
+                cp, policy=policy, pod_fingerprint=pod_fingerprint, nodes=node_list
+            )
+            if why is None:
+                path = member_dir(cp, member, policy=policy)
+                wait_for, wait_labels = Source(cp, member, path), labels
+            else:
+                skipped.append(cp.name)
+                notes.append(f"{cp.name}: {why}")
+            continue
+        if _unusable(cp, state, rule, wanted) is not None:
+            continue  # a failed member, or a failed set under coupled: never restored from
+        why = None
+        if cp.status.failed_restores >= attempts:
+            why = f"{cp.status.failed_restores} failed restores"
+        if why is None:
+            why, labels = mismatch(
+                cp,
+                policy=policy,
+                pod_fingerprint=pod_fingerprint,
+                nodes=node_list,
+                also=wait_labels,
+            )
+        if why is not None:
+            skipped.append(cp.name)
+            notes.append(f"{cp.name}: {why}")
+            continue
+        source = Source(cp, member, member_dir(cp, member, policy=policy))
+        if wait_for is not None:
+            return Plan(
+                wanted,
+                rule,
+                f"{_rule(rule, wanted)}wait for {wait_for.name} "
+                f"({wait_for.checkpoint.status.phase.value}) to finish saving, then restore "
+                f"from it; if it fails, from {cp.name}" + _passed_over(notes),
+                source=source,
+                wait_for=wait_for,
+                node_labels=labels,
+                passed_over=skipped,
+            )
+        reason = f"{_rule(rule, wanted)}restore from {cp.name} (triggered {_when(cp)} by {_by(cp)})"
+        return Plan(
+            wanted,
+            rule,
+            reason + _passed_over(notes),
+            source=source,
+            node_labels=labels,
+            passed_over=skipped,
+        )
+
+    if wait_for is not None:
+        return Plan(
+            wanted,
+            rule,
+            f"{_rule(rule, wanted)}wait for {wait_for.name} "
+            f"({wait_for.checkpoint.status.phase.value}) to "
+            "finish saving, then restore from it; no older checkpoint to fall back to"
+            + _passed_over(notes),
+            wait_for=wait_for,
+            node_labels=wait_labels,
+            passed_over=skipped,
+        )
+    if not covering_seen:
+        return Plan(wanted, rule, f"no checkpoint of {owner.key} holds member {wanted}")
+    if not notes:
+        return Plan(wanted, rule, f"no Succeeded checkpoint of {owner.key} for member {wanted}")
+    return Plan(wanted, rule, "no usable checkpoint: " + "; ".join(notes), passed_over=skipped)
+
+
+def needed(
+    checkpoints: Iterable[checkpoint.Checkpoint],
+    *,
+    owner: checkpoint.Lineage,
+    policy: policy_model.CheckpointPolicy,
+) -> dict[str, list[str]]:
+    """Checkpoint name -> identities whose plan restores from (or waits for) it now.
+
+    What retention must never expire: for every identity the lineage's sets record, its source
+    and its awaited set, following carried-forward members to the older set that holds the
+    identity's state. Compatibility with a particular pod is not judged (no pod is being placed).
+    """
+    cps = list(checkpoints)
+    live = [cp for cp in cps if cp.status.phase is not checkpoint.Phase.EXPIRED]
+    found: dict[str, list[str]] = {}
+    for wanted in identities(live):
+        chosen = plan(
+            cps,
+            owner=owner,
+            identity=wanted,
+            policy=policy,
+            pod_fingerprint=checkpoint.Fingerprint(),
+            nodes=None,
+        )
+        for source in (chosen.source, chosen.wait_for):
+            if source is not None:
+                names = found.setdefault(source.name, [])
+                if wanted not in names:
+                    names.append(wanted)
+    return found
