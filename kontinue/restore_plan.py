@@ -400,7 +400,7 @@ def plan(
     if not covering_seen:
         return Plan(wanted, rule, f"no checkpoint of {owner.key} holds member {wanted}")
     if not notes:
-        return Plan(wanted, rule, f"no Succeeded checkpoint of {owner.key} for member {wanted}")
+        return Plan(wanted, rule, f"no Succeeded checkpoint of {owner.key}")
     return Plan(wanted, rule, "no usable checkpoint: " + "; ".join(notes), passed_over=skipped)
 
 
