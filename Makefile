@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench help clean
+.PHONY: demo test lint typecheck unit realcp realcp-assets bench help clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -18,16 +18,34 @@ $(STAMP): pyproject.toml
 demo: $(STAMP) ## run the local demo on the emulated GPU cluster
 	$(BIN)/python -m emulator.demo
 
-lint: $(STAMP) ## ruff lint and format check, shellcheck of the kind scripts
+lint: $(STAMP) ## ruff lint and format check, shellcheck of the shell scripts
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/shellcheck -x kind/*.sh
+	$(BIN)/shellcheck -x kind/*.sh tests/realcp/*.sh .ci/run
 
 typecheck: $(STAMP) ## mypy --strict
 	$(BIN)/mypy
 
-unit: $(STAMP) ## the pytest suite only
+# The real-control-plane tier (tests/realcp, docs/testing.md) runs when KUBEBUILDER_ASSETS is
+# set or tests/realcp/prepare-assets.sh can prepare it (../shared/envtest and etcd present);
+# otherwise its tests skip and the run says so.
+unit: $(STAMP) ## the pytest suite (with tests/realcp when its assets are there)
+	@if [ -z "$${KUBEBUILDER_ASSETS:-}" ]; then \
+		if out="$$(tests/realcp/prepare-assets.sh 2>&1)"; then \
+			KUBEBUILDER_ASSETS="$$(printf '%s\n' "$$out" | tail -n 1)"; export KUBEBUILDER_ASSETS; \
+		else \
+			echo "real-control-plane tier (tests/realcp) will NOT run: $$out"; \
+		fi; \
+	fi; \
+	if [ -n "$${KUBEBUILDER_ASSETS:-}" ]; then echo "real-control-plane tier: KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; fi; \
 	$(BIN)/pytest
+
+realcp-assets: ## unpack kube-apiserver & co. from ../shared/envtest into a cache dir, print it
+	tests/realcp/prepare-assets.sh
+
+realcp: $(STAMP) ## only the real-control-plane tier (fails when it cannot run)
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(tests/realcp/prepare-assets.sh)}" \
+		KONTINUE_REQUIRE_REALCP=1 $(BIN)/pytest -m realcp tests/realcp
 
 test: lint typecheck unit ## lint, type checks and the whole test suite
 
