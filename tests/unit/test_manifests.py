@@ -121,3 +121,17 @@ def test_deployments_run_entry_points_this_package_installs() -> None:
         for container in deployment["spec"]["template"]["spec"]["containers"]:
             assert container["command"][0] in scripts, container["command"]
             assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+def test_overlays_set_the_namespace_once_with_identical_replacements() -> None:
+    """Each overlay carries the namespace and the replacements that move it into the webhook
+    namespaceSelectors and cert-manager's names (tests/realcp/test_manifests.py renders them
+    with the real kustomize); the three copies must not drift apart."""
+    overlays = sorted((MANIFESTS / "overlays").glob("*/kustomization.yaml"))
+    assert [p.parent.name for p in overlays] == ["both", "kueue", "volcano"]
+    loaded = [fixtures.load_one(p) for p in overlays]
+    assert {k["namespace"] for k in loaded} == {"kontinue-system"}
+    first = loaded[0]["replacements"]
+    assert first
+    for kustomization in loaded[1:]:
+        assert kustomization["replacements"] == first
