@@ -1,16 +1,16 @@
-"""``kontinue-bridge``: run one queue-bridge replica until SIGTERM (exit 0) or until it loses
-its Lease (exit 1, so Kubernetes restarts it and it campaigns afresh). Bad settings or no usable
-Kubernetes client configuration end it at once with one line naming the cause."""
+"""``kontinue-bridge``: run one queue-bridge replica until SIGTERM (exit 0), until it loses its
+Lease (exit 1, so Kubernetes restarts it and it campaigns afresh) or until a watch cache's task
+ends (exit 2; :mod:`kontinue.supervision`). Bad settings or no usable Kubernetes client
+configuration end it at once with one line naming the cause."""
 
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 
 from kubernetes_asyncio.config.config_exception import ConfigException
 
-from kontinue import telemetry
+from kontinue import supervision, telemetry
 from kontinue.kube import client
 from queue_bridge import app, settings
 
@@ -22,11 +22,7 @@ def main() -> None:
     except ValueError as exc:
         sys.exit(f"kontinue-bridge: {exc}")
 
-    async def run() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+    async def run(stop: asyncio.Event) -> int:
         try:
             api_client = await client.make_api_client()
         except (ConfigException, OSError) as exc:
@@ -38,7 +34,7 @@ def main() -> None:
         finally:
             await api_client.close()
 
-    sys.exit(asyncio.run(run()))
+    sys.exit(supervision.main(run))
 
 
 if __name__ == "__main__":

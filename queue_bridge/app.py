@@ -11,6 +11,10 @@ Order, and why:
    leader held in memory;
 4. on ``stop`` (SIGTERM): ``/readyz`` turns 503, the workers are cancelled and the Lease is
    released, so the standby takes over within one retry period rather than a lease duration.
+
+The watch caches and the election are root tasks of one :class:`kontinue.supervision.Supervisor`:
+one that ends on its own is logged once and ends :func:`run` (:data:`LOST` for the election,
+:data:`FAILED` for any other), and ``/healthz`` names it until the process is gone.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from kubernetes_asyncio import client as k8s_client
 from opentelemetry import metrics
 from opentelemetry.sdk.metrics import export as metrics_export
 
-from kontinue import telemetry
+from kontinue import supervision, telemetry
 from kontinue.kube import api as kube_api
 from kontinue.kube import client
 from queue_bridge import controller as controller_module
@@ -36,6 +40,9 @@ log = logging.getLogger("kontinue.bridge")
 
 STOPPED = 0
 LOST = 1
+FAILED = 2
+"""A root task other than the election (a watch cache) ended: :mod:`kontinue.supervision`."""
+ELECTION = "leader-election"
 FIELD_MANAGER = "kontinue-bridge"
 
 
@@ -49,7 +56,8 @@ async def run(
     started: asyncio.Future[Controller] | None = None,  # tests: the controller, once built
     **cache_options: Any,  # test hooks for the watch caches
 ) -> int:
-    """One replica until ``stop`` (:data:`STOPPED`) or until its Lease is gone (:data:`LOST`)."""
+    """One replica until ``stop`` (:data:`STOPPED`), until its Lease is gone (:data:`LOST`), or
+    until another root task ends (:data:`FAILED`)."""
     owned = api_client is None
     if api_client is None:
         api_client = await client.make_api_client()
@@ -68,13 +76,12 @@ async def run(
         renew_seconds=config.lease_renew_seconds,
         deadline_seconds=config.lease_deadline_seconds,
     )
-    election: asyncio.Task[None] | None = None
-
-    def dead() -> list[str]:
-        return ["leader-election"] if election is not None and election.done() else []
-
+    supervisor = supervision.Supervisor()
     state = health.Health(
-        synced=lambda: ctrl.caches.synced, leading=lambda: ctrl.leading, dead=dead, metrics=reader
+        synced=lambda: ctrl.caches.synced,
+        leading=lambda: ctrl.leading,
+        dead=lambda: list(supervisor.failed),
+        metrics=reader,
     )
     runner = web.AppRunner(health.create_app(state), handle_signals=False, access_log=None)
     await runner.setup()
@@ -87,27 +94,22 @@ async def run(
         else:
             site = web.SockSite(runner, sock)
         await site.start()
-        async with ctrl.caches.running():
+        async with ctrl.caches.running(supervisor):
             if started is not None:
                 started.set_result(ctrl)
-            election = asyncio.create_task(elector.run(ctrl.lead), name="leader-election")
-            stopped = asyncio.create_task(stop.wait(), name="stop")
+            supervisor.spawn(elector.run(ctrl.lead), name=ELECTION)
             try:
-                done, _ = await asyncio.wait(
-                    [election, stopped], return_when=asyncio.FIRST_COMPLETED
-                )
+                failed = await supervisor.wait(stop)
             finally:
                 state.stopping = True
-                for task in (election, stopped):
-                    task.cancel()
-                results = await asyncio.gather(election, stopped, return_exceptions=True)
-            if election in done:
+                await supervisor.close()  # the workers stop, the Lease is released
+            if failed == ELECTION:
                 log.error(
                     "%s lost leadership: exiting so a fresh process campaigns", config.identity
                 )
-                if isinstance(results[0], Exception):
-                    log.error("leader work failed: %r", results[0])
                 return LOST
+            if failed is not None:
+                return FAILED
             log.info("%s stopped", config.identity)
             return STOPPED
     finally:

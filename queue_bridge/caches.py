@@ -15,7 +15,7 @@ from typing import Any
 
 from opentelemetry import metrics
 
-from kontinue import keys, lineage
+from kontinue import keys, lineage, supervision
 from kontinue.kube import api as kube_api
 from kontinue.kube import resources, watching
 from kontinue.models import checkpoint as checkpoint_model
@@ -117,8 +117,10 @@ class Caches:
             await cache.wait_synced()
 
     @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[Caches]:
-        async with watching.running(self.all):
+    async def running(
+        self, supervisor: supervision.Supervisor | None = None
+    ) -> AsyncIterator[Caches]:
+        async with watching.running(self.all, supervisor):
             yield self
 
     # -- indexes -------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ Order matters for a webhook that must never answer from a half-filled cache:
 4. on SIGTERM: /readyz turns 503, keep serving ``drain_seconds`` while endpoints are updated,
    then ``runner.cleanup()`` stops accepting and waits for requests in flight.
 
-Root tasks are named (``watch:<resource>``, ``certificates``) and supervised: if one dies, the
-process exits non-zero rather than serve stale state.
+Root tasks are named (``watch:<resource>``, ``certificates``) and supervised
+(:mod:`kontinue.supervision`): if one ends, it is logged once and the process exits 1 rather than
+serve stale state.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import asyncio
 import gc
 import logging
 import pathlib
-import signal
 import socket
 import sys
 from typing import Any
@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
-from kontinue import telemetry
+from kontinue import supervision, telemetry
 from kontinue.kube import api as kube_api
 from kontinue.kube import client
 from webhook import app as app_module
@@ -43,8 +43,9 @@ async def serve(
     api_client: k8s_client.ApiClient | None = None,  # None: in-cluster or kubeconfig
     sock: socket.socket | None = None,  # None: listen on config.host:config.port
     **cache_options: Any,  # test hooks for the watch caches
-) -> None:
-    """Serve until ``stop`` is set (SIGTERM in production, directly in tests)."""
+) -> int:
+    """Serve until ``stop`` is set (0: SIGTERM in production, directly in tests) or a root task
+    ends (1)."""
     tel = telemetry.setup("kontinue-webhook")
     owned = api_client is None
     if api_client is None:
@@ -60,8 +61,9 @@ async def serve(
     application = app_module.create_app(config, state=cluster, readiness=readiness, meter=tel.meter)
     runner = web.AppRunner(application, handle_signals=False, access_log=None)
     await runner.setup()
+    supervisor = supervision.Supervisor()
     try:
-        async with cluster.running():
+        async with cluster.running(supervisor):
             if config.cert_mode is settings.CertMode.SELF:
                 await rotation.sync_once(api, serving, config)
                 keeper = rotation.keep_current(
@@ -83,20 +85,16 @@ async def serve(
             # admission request walks only what requests allocate (p99 latency, docs/webhook.md).
             gc.collect()
             gc.freeze()
-            certificates = asyncio.create_task(keeper, name="certificates")
-            stopped = asyncio.create_task(stop.wait(), name="stop")
-            watched = [stopped, certificates]
+            supervisor.spawn(keeper, name="certificates")
             try:
-                done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
-                if certificates in done:
-                    raise RuntimeError("certificate task ended") from certificates.exception()
+                if await supervisor.wait(stop) is not None:
+                    return 1
                 readiness.draining = True
                 logger.info("draining for %ss", config.drain_seconds)
                 await asyncio.sleep(config.drain_seconds)
+                return 0
             finally:
-                for task in watched:
-                    task.cancel()
-                await asyncio.gather(*watched, return_exceptions=True)
+                await supervisor.close()
     finally:
         await runner.cleanup()
         if owned:
@@ -110,14 +108,10 @@ def main() -> None:
     except ValueError as exc:
         sys.exit(f"kontinue-webhook: {exc}")
 
-    async def run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await serve(config, stop=stop)
+    async def run(stop: asyncio.Event) -> int:
+        return await serve(config, stop=stop)
 
-    asyncio.run(run())
+    sys.exit(supervision.main(run))
 
 
 if __name__ == "__main__":

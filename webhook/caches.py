@@ -26,7 +26,7 @@ from typing import Any
 
 from opentelemetry import metrics
 
-from kontinue import keys
+from kontinue import keys, supervision
 from kontinue.kube import api as kube_api
 from kontinue.kube import resources, watching
 from kontinue.models import checkpoint as checkpoint_model
@@ -113,9 +113,11 @@ class Caches:
             bucket[key] = event.obj
 
     @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[Caches]:
+    async def running(
+        self, supervisor: supervision.Supervisor | None = None
+    ) -> AsyncIterator[Caches]:
         """Run every cache as a task for the duration of the block; stop them after."""
-        async with watching.running(self.all):
+        async with watching.running(self.all, supervisor):
             yield self
 
     async def wait_synced(self, timeout: float | None = None) -> None:  # noqa: ASYNC109

@@ -42,12 +42,13 @@ import dataclasses
 import logging
 import math
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Generic, Literal, TypeVar, cast
 
 import pydantic
 from opentelemetry import metrics
 
+from kontinue import supervision
 from kontinue.kube import api as kube_api
 from kontinue.kube import caching, errors
 from kontinue.kube.resources import Resource
@@ -269,7 +270,7 @@ class WatchCache(Generic[M]):
             raise RuntimeError(f"watch cache for {self._what} is already running")
         self._running = True
         self._done.clear()
-        loop_task = asyncio.create_task(self._loop(), name=f"watch:{self.resource}")
+        loop_task = asyncio.create_task(self._loop(), name=f"watch-loop:{self.resource}")
         stop_task = asyncio.create_task(self._stopping.wait())
         try:
             await asyncio.wait([loop_task, stop_task], return_when=asyncio.FIRST_COMPLETED)
@@ -583,17 +584,29 @@ class WatchCache(Generic[M]):
 
 
 @contextlib.asynccontextmanager
-async def running(caches: Sequence[WatchCache[Any]]) -> AsyncIterator[None]:
+async def running(
+    caches: Sequence[WatchCache[Any]], supervisor: supervision.Supervisor | None = None
+) -> AsyncIterator[None]:
     """Run every cache as a task for the duration of the block; stop and reap them after.
 
     One place for what each deployable's set of caches needs (the webhook's and the bridge's).
+    With a ``supervisor`` each cache is a root task (:mod:`kontinue.supervision`): one that ends
+    before the block does ends the process instead of leaving a cache that no longer follows the
+    cluster.
     """
-    tasks = [asyncio.create_task(c.run(), name=f"watch:{c.resource}") for c in caches]
+    spawn = supervisor.spawn if supervisor is not None else _spawn
+    tasks = [spawn(c.run(), name=f"watch:{c.resource}") for c in caches]
     try:
         yield
     finally:
+        if supervisor is not None:
+            supervisor.retire(tasks)
         for cache in caches:
             await cache.stop()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _spawn(coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
+    return asyncio.create_task(coro, name=name)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import aiohttp
 
-from kontinue.kube import resources
+from kontinue.kube import errors, resources
 from queue_bridge import app
 from tests.integration.bridge.conftest import BRIDGE_USER, SYSTEM, Bridge, Cluster, eventually
 
@@ -165,3 +165,72 @@ async def test_the_entry_point_leads_serves_health_and_releases_its_lease_on_sig
     assert process.returncode == 0, stderr.decode()[-2000:]
     lease = await cluster.admin.get(resources.LEASES, "kontinue-bridge", namespace=SYSTEM)
     assert lease["spec"]["holderIdentity"] == ""  # released: a standby takes over at once
+
+
+async def test_a_watch_task_that_ends_ends_the_replica(cluster: Cluster) -> None:
+    """A root task ending on its own (here: cancelled by someone else) is not swallowed."""
+    bridge = await cluster.start_bridge("bridge-a")
+    await cluster.leader(bridge)
+    [watch] = [t for t in asyncio.all_tasks() if t.get_name() == "watch:pods"]
+    watch.cancel()
+    assert await asyncio.wait_for(bridge.task, 10) == app.FAILED
+
+
+async def test_the_entry_point_exits_1_once_logged_when_its_lease_is_taken(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps(cluster.emulated.kubeconfig(BRIDGE_USER)))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "KONTINUE_NAMESPACE": SYSTEM,
+        "KONTINUE_POD_NAME": "bridge-process",
+        "KONTINUE_HEALTH_HOST": "127.0.0.1",
+        "KONTINUE_HEALTH_PORT": str(port),
+        "KONTINUE_METRICS_PORT": "0",
+        "KONTINUE_LEASE_DURATION_SECONDS": "3",
+        "KONTINUE_LEASE_RENEW_SECONDS": "0.3",
+        "KONTINUE_LEASE_DEADLINE_SECONDS": "2",
+    }
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "queue_bridge", env=env, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+
+        async def held() -> bool:
+            assert process.returncode is None
+            try:
+                lease = await cluster.admin.get(
+                    resources.LEASES, "kontinue-bridge", namespace=SYSTEM
+                )
+            except errors.NotFound:
+                return False
+            return bool(lease["spec"].get("holderIdentity") == "bridge-process")
+
+        await eventually(held, within=20, what="the process holds the Lease")
+        # Another holder takes the Lease (as after a partition): renewals fail from now on.
+        while True:
+            lease = await cluster.admin.get(resources.LEASES, "kontinue-bridge", namespace=SYSTEM)
+            lease["spec"].update(
+                holderIdentity="thief",
+                leaseDurationSeconds=3600,
+                renewTime=lease["spec"]["renewTime"],
+            )
+            try:
+                await cluster.admin.replace(resources.LEASES, lease)
+                break
+            except errors.Conflict:
+                continue
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    log = stderr.decode()
+    assert process.returncode == app.LOST, log[-2000:]
+    assert log.count("root task leader-election ended; ending the process") == 1, log[-2000:]

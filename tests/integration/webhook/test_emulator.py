@@ -66,6 +66,7 @@ class Cluster:
         self.admin = emulated.client()
         self.job_controller = emulated.client(JOB_CONTROLLER)
         self.bridge = emulated.client(BRIDGE_USER)
+        self.serving: asyncio.Task[int] | None = None
 
     async def trust(self) -> bytes:
         secret = await self.admin.get(resources.SECRETS, "kontinue-webhook-tls", namespace=SYSTEM)
@@ -119,6 +120,7 @@ async def cluster() -> AsyncIterator[Cluster]:
             main.serve(config, stop=stop, api_client=api_client, sock=sock, backoff=FAST)
         )
         running = Cluster(emulated, url)
+        running.serving = serving
         try:
             await eventually(lambda: _ready(running, serving))
             yield running
@@ -129,7 +131,7 @@ async def cluster() -> AsyncIterator[Cluster]:
             sock.close()
 
 
-async def _ready(cluster: Cluster, serving: asyncio.Task[None]) -> bool:
+async def _ready(cluster: Cluster, serving: asyncio.Task[int]) -> bool:
     if serving.done():
         serving.result()  # raise what killed it
     try:
@@ -351,3 +353,12 @@ async def test_denials_reach_the_client_with_their_code(cluster: Cluster) -> Non
     }
     with pytest.raises(errors.Forbidden, match="pods.validate.kontinue.dev"):
         await cluster.admin.create(resources.PODS, forged)
+
+
+async def test_a_watch_task_that_ends_ends_the_webhook(cluster: Cluster) -> None:
+    """A root task ending on its own (here: cancelled by someone else) is not swallowed: the
+    webhook stops serving rather than answer from a cache that no longer follows the cluster."""
+    assert cluster.serving is not None
+    [watch] = [t for t in asyncio.all_tasks() if t.get_name() == "watch:checkpoints.kontinue.dev"]
+    watch.cancel()
+    assert await asyncio.wait_for(cluster.serving, 10) == 1

@@ -1,0 +1,72 @@
+"""The one process runner (kontinue.supervision) in real processes: a root task that ends takes
+the process down with it, logged once, its sibling root tasks cancelled; SIGTERM ends it with 0."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import textwrap
+
+from tests import fixtures
+
+PROGRAM = textwrap.dedent(
+    """
+    import asyncio, sys
+    from kontinue import supervision, telemetry
+
+    async def watch() -> None:
+        await asyncio.sleep(float(sys.argv[1]))
+        raise RuntimeError("the watch broke")
+
+    async def sibling() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            print("sibling cancelled", flush=True)
+
+    async def body(stop: asyncio.Event) -> int:
+        async with supervision.Supervisor() as supervisor:
+            supervisor.spawn(watch(), name="watch:pods")
+            supervisor.spawn(sibling(), name="certificates")
+            print("running", flush=True)
+            return 1 if await supervisor.wait(stop) is not None else 0
+
+    telemetry.setup_logging()
+    sys.exit(supervision.main(body))
+    """
+)
+
+
+async def _run(fail_after: float) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        PROGRAM,
+        str(fail_after),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=fixtures.ROOT,
+    )
+
+
+async def test_a_root_task_that_fails_ends_the_process_once_logged() -> None:
+    process = await _run(0.3)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+    log = stderr.decode()
+    assert process.returncode == 1, log
+    assert log.count("root task watch:pods failed: RuntimeError('the watch broke')") == 1, log
+    assert log.count("Traceback") == 1, log  # logged once, not re-raised by asyncio.run
+    assert "root task certificates" not in log  # cancelled by the stop, not reported
+    assert stdout.decode().splitlines() == ["running", "sibling cancelled"]
+
+
+async def test_sigterm_stops_every_root_task_and_exits_zero() -> None:
+    process = await _run(3600)
+    assert process.stdout is not None
+    assert await asyncio.wait_for(process.stdout.readline(), 30) == b"running\n"
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, stderr.decode()
+    assert stdout.decode().splitlines() == ["sibling cancelled"]
+    assert "root task" not in stderr.decode()
