@@ -86,7 +86,7 @@ def of(labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None) 
         if completion_raw is not None
         else None
     )
-    if labels.get(keys.JOBSET_NAME_LABEL):
+    if _read(labels, annotations, keys.JOBSET_NAME_LABEL):
         replicated = _read(labels, annotations, keys.JOBSET_REPLICATED_JOB_LABEL)
         job_index = _read(labels, annotations, keys.JOBSET_JOB_INDEX_LABEL)
         if replicated is None or job_index is None:

@@ -171,22 +171,12 @@ def group(
 
 
 def added_members(cp: checkpoint.Checkpoint, pods: Sequence[core.Pod]) -> list[checkpoint.Member]:
-    """``cp``'s members followed by ``pods`` not already in it, as the new ``spec.members``.
-
-    New members keep their Job completion index when they have one, else take the next
-    positions after the existing ones.
-    """
+    """``cp``'s members followed by ``pods`` not already in it, as the new ``spec.members``;
+    each new member records its pod's identity (kontinue/identity.py)."""
     present = {m.pod_uid for m in cp.spec.members}
     by_uid = {p.metadata.uid: p for p in pods if p.metadata.uid and p.metadata.uid not in present}
     fresh = reconciling.members_of(by_uid.values(), owner=cp.spec.lineage)
-    next_index = max((m.index for m in cp.spec.members), default=-1) + 1
-    result = list(cp.spec.members)
-    for member in fresh:
-        index = reconciling.completion_index(by_uid[member.pod_uid])
-        if index is None:
-            index, next_index = next_index, next_index + 1
-        result.append(member.model_copy(update={"index": index}))
-    return result
+    return [*cp.spec.members, *fresh]
 
 
 def eviction(found: Group) -> reconciling.Eviction:

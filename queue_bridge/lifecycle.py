@@ -12,16 +12,22 @@ kubelet's final status; anything else is a failed member with the reason recorde
 - a missing, multi-line or malformed message, or one without the marker (``FallbackToLogsOnError``
   puts a log tail there);
 - finished after the deletion deadline (``deletionTimestamp`` is the end of the grace period);
-- never started (the pod ended, or is gone, before the container ran).
+- gone before its result was recorded.
+
+A member whose pod never started its main container (unscheduled, gated, pulling its image, or
+still in its init containers such as the restore) saved nothing and changed nothing: it is
+``CarriedForward``, not failed, once its pod ended (or at once when it was never scheduled), and
+``carriedFrom`` records the Checkpoint its pod was told to restore from. Its identity resumes
+from that older state (kontinue/restore_plan.py looks through it); it never fails the set.
 
 Shapes follow the kubelet recordings (tests/fixtures/bridge/kubelet-*.json): the message is
 copied verbatim, with no trailing newline added; a container that wrote nothing has no
 ``message``; times have second resolution.
 
 The set's phase only moves forward: ``Pending`` (no member told to stop yet) -> ``InProgress``
-(any member terminating or done) -> ``Succeeded`` (every member saved) | ``Failed`` (every
-member done, one or more failed). It is terminal only when *every* member is, so a restore never
-starts while one of them may still be writing.
+(any member terminating or done) -> ``Succeeded`` (every member saved or carried forward) |
+``Failed`` (every member done, one or more failed). It is terminal only when *every* member is,
+so a restore never starts while one of them may still be writing.
 """
 
 from __future__ import annotations
@@ -96,6 +102,18 @@ def _pod_done(pod: core.Pod) -> bool:
     return pod.status is not None and pod.status.phase in ("Succeeded", "Failed")
 
 
+def never_started(pod: core.Pod, status: core.ContainerStatus | None) -> bool:
+    """The main container never ran in this pod: no status, or only ``waiting`` with no earlier
+    termination and no restart (it was unscheduled, gated, pulling its image, or still in its
+    init containers, such as the restore)."""
+    if status is None:
+        return True
+    if status.restart_count or (status.last_state and status.last_state.terminated):
+        return False
+    state = status.state
+    return state is None or (state.running is None and state.terminated is None)
+
+
 def member_result(
     pod: core.Pod, *, container: str | None, path: str | None = None
 ) -> checkpoint.MemberResult:
@@ -111,7 +129,16 @@ def member_result(
     terminated = state.terminated if state is not None else None
     if terminated is None:
         running = state.running if state is not None else None
-        if _pod_done(pod):
+        unscheduled = pod.metadata.deletion_timestamp is not None and not pod.spec.node_name
+        if never_started(pod, status) and (_pod_done(pod) or unscheduled):
+            source = pod.metadata.annotation(keys.RESTORE_FROM_ANNOTATION)
+            fields["state"] = checkpoint.MemberState.CARRIED_FORWARD
+            fields["carried_from"] = source
+            fields["reason"] = (
+                "never started its main container (unscheduled, gated, pulling, or restoring): "
+                f"carried forward from {source or 'nothing (it was a cold start)'}"
+            )
+        elif _pod_done(pod):
             fields["state"] = checkpoint.MemberState.FAILED
             fields["reason"] = "pod ended" if running else "pod ended before the container started"
         elif pod.metadata.deletion_timestamp is not None and running is not None:
@@ -167,10 +194,9 @@ def phase(members: Iterable[checkpoint.MemberResult]) -> checkpoint.Phase:
     states = [m.state for m in members]
     if not states or all(s is checkpoint.MemberState.PENDING for s in states):
         return checkpoint.Phase.PENDING
-    done = (checkpoint.MemberState.SAVED, checkpoint.MemberState.FAILED)
-    if not all(s in done for s in states):
+    if not all(s.terminal for s in states):
         return checkpoint.Phase.IN_PROGRESS
-    if all(s is checkpoint.MemberState.SAVED for s in states):
+    if all(s.good for s in states):
         return checkpoint.Phase.SUCCEEDED
     return checkpoint.Phase.FAILED
 
@@ -204,10 +230,7 @@ def next_status(
     for member in cp.spec.members:
         path = lineage.checkpoint_dir(chosen_policy, cp.spec.lineage, member.pod_uid)
         before = previous.get(member.pod_name)
-        if before is not None and before.state in (
-            checkpoint.MemberState.SAVED,
-            checkpoint.MemberState.FAILED,
-        ):
+        if before is not None and before.state.terminal:
             results.append(before)
             continue
         pod = by_uid.get(member.pod_uid)
@@ -252,9 +275,13 @@ def next_status(
 
 def _summary(result: checkpoint.Phase, members: list[checkpoint.MemberResult]) -> str:
     if result is checkpoint.Phase.SUCCEEDED:
-        sizes = [m.bytes for m in members if m.bytes is not None]
-        size = f", {sum(sizes)} bytes" if len(sizes) == len(members) else ""
-        return f"{len(members)}/{len(members)} members saved{size}"
+        saved = [m for m in members if m.state is checkpoint.MemberState.SAVED]
+        carried = len(members) - len(saved)
+        sizes = [m.bytes for m in saved if m.bytes is not None]
+        size = f", {sum(sizes)} bytes" if saved and len(sizes) == len(saved) else ""
+        if not carried:
+            return f"{len(members)}/{len(members)} members saved{size}"
+        return f"{len(saved)}/{len(members)} members saved{size}, {carried} carried forward"
     failed = [m for m in members if m.state is checkpoint.MemberState.FAILED]
     detail = "; ".join(f"{m.pod_name}: {m.reason}" for m in failed)
     return f"{len(failed)}/{len(members)} members failed: {detail}"

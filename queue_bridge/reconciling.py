@@ -32,7 +32,7 @@ import dataclasses
 import datetime
 from collections.abc import Callable, Collection, Iterable
 
-from kontinue import keys, lineage
+from kontinue import identity, keys, lineage
 from kontinue.models import base, checkpoint, core, kueue
 from kontinue.models import policy as policy_model
 from queue_bridge import lifecycle, naming
@@ -41,7 +41,11 @@ from queue_bridge.sources import kueue as kueue_source
 
 TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 RESTORE_FAILURE_EXITS = frozenset(restore_entrypoint.EXIT_CODES.values())
-_TERMINAL_MEMBER = (checkpoint.MemberState.SAVED, checkpoint.MemberState.FAILED)
+_TERMINAL_MEMBER = (
+    checkpoint.MemberState.SAVED,
+    checkpoint.MemberState.FAILED,
+    checkpoint.MemberState.CARRIED_FORWARD,
+)
 
 
 # --- opt-in ----------------------------------------------------------------------------------
@@ -175,31 +179,41 @@ def is_member_candidate(pod: core.Pod, *, owner: checkpoint.Lineage) -> bool:
     return pod.metadata.deletion_timestamp is not None and has_finalizer(pod)
 
 
-def completion_index(pod: core.Pod) -> int | None:
-    raw = pod.metadata.annotation(keys.JOB_COMPLETION_INDEX_ANNOTATION)
-    return int(raw) if raw is not None and raw.isdigit() else None
+def member_identity(pod: core.Pod) -> str | None:
+    """The pod's member identity (kontinue/identity.py, the webhook's), ``None`` if malformed."""
+    try:
+        return identity.of(pod.metadata.labels, pod.metadata.annotations)
+    except ValueError:
+        return None
 
 
 def members_of(
     pods: Iterable[core.Pod], *, owner: checkpoint.Lineage, taken: Collection[str] = ()
 ) -> list[checkpoint.Member]:
-    """The members of a new Checkpoint of ``owner`` (see the module doc), ordered by index.
+    """The members of a new Checkpoint of ``owner`` (see the module doc), by identity.
 
-    ``taken``: UIDs of pods already members of another (unexpired) Checkpoint. The index is
-    the Job completion index when there is one, else the position by pod name.
+    ``taken``: UIDs of pods already members of another (unexpired) Checkpoint. Each member
+    records the pod's identity (kontinue/identity.py), the one the webhook gave it as
+    ``KONTINUE_MEMBER``; a pod whose identity keys are malformed was never plumbed by the
+    webhook and is not a member.
     """
-    chosen = sorted(
-        (p for p in pods if is_member_candidate(p, owner=owner) and p.metadata.uid not in taken),
-        key=lambda p: (completion_index(p) is None, completion_index(p) or 0, p.name),
-    )
+    found = [
+        (who, pod)
+        for pod in pods
+        if is_member_candidate(pod, owner=owner)
+        and pod.metadata.uid not in taken
+        and (who := member_identity(pod)) is not None
+    ]
+    found.sort(key=lambda item: (identity.sort_key(item[0]), item[1].name))
     return [
         checkpoint.Member(
             pod_name=pod.name,
             pod_uid=pod.metadata.uid or "",
             node=pod.spec.node_name or "",
-            index=completion_index(pod) if completion_index(pod) is not None else position,
+            identity=who,
+            index=identity.index_of(who),
         )
-        for position, pod in enumerate(chosen)
+        for who, pod in found
     ]
 
 
@@ -228,6 +242,7 @@ def new_checkpoint(
             members=members,
             fingerprint=fingerprint,
             policy_name=found.policy.name or keys.DEFAULT_POLICY_NAME,
+            consistency=found.policy.spec.restore.consistency.value,
             workload=workload,
         ),
     )
@@ -341,9 +356,11 @@ def transition_event(
     if cp.status.phase is new.phase:
         return None
     if new.phase is checkpoint.Phase.SUCCEEDED:
+        rule = cp.spec.consistency or "coupled"
         return (
             keys.EVENT_CHECKPOINT_SUCCEEDED,
-            f"Checkpoint {cp.name}: {new.message}",
+            f"Checkpoint {cp.name}: {new.message}; consistency {rule}: "
+            + ", ".join(_restores_whom(cp, new)),
             "Normal",
         )
     if new.phase is checkpoint.Phase.FAILED:
@@ -351,9 +368,25 @@ def transition_event(
     return None
 
 
+def _restores_whom(cp: checkpoint.Checkpoint, new: checkpoint.CheckpointStatus) -> list[str]:
+    """Per member, whom the set restores: its own identity, or (carried forward) nobody from
+    here: that identity resumes from its older state."""
+    states = {r.pod_name: r.state for r in new.members}
+    parts = []
+    for member in cp.spec.members:
+        who = identity.of_member(member)
+        if states.get(member.pod_name) is checkpoint.MemberState.CARRIED_FORWARD:
+            parts.append(f"{who} carried forward (resumes from its older state)")
+        else:
+            parts.append(f"{who} restores from here")
+    return parts
+
+
 def started_message(cp: checkpoint.Checkpoint) -> str:
     trigger = cp.spec.trigger
-    pods = ", ".join(f"{m.pod_name}@{m.node or '?'}" for m in cp.spec.members)
+    pods = ", ".join(
+        f"{m.pod_name}@{m.node or '?'} ({identity.of_member(m)})" for m in cp.spec.members
+    )
     text = f"Checkpoint {cp.name} of {len(cp.spec.members)} pod(s) ({pods}) for "
     text += f"{trigger.source.value} eviction {trigger.reason}"
     return text + (f": {trigger.message}" if trigger.message else "")

@@ -111,7 +111,7 @@ def test_a_later_victim_joins_an_open_checkpoint_but_not_a_terminal_one() -> Non
         assert joined.existing is cp
         assert joined.name == "cp-1"
         members = disruptions.added_members(cp, joined.pods)
-        assert [(m.pod_name, m.index) for m in members] == [("first", 3), ("b", 4)]
+        assert [(m.pod_name, m.identity) for m in members] == [("first", ""), ("b", "index=0")]
     done = _open_checkpoint(
         "cp-1", phase=checkpoint.Phase.SUCCEEDED, reason="PreemptionByScheduler"
     )

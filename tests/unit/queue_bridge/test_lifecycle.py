@@ -214,7 +214,7 @@ NOT_TERMINATED = {
     "running-not-told-yet": (_running(deleting=False), S.PENDING, None),
     "running-terminating": (_running(deleting=True), S.SAVING, None),
     "waiting-pod-pending": (_waiting("Pending"), S.PENDING, None),
-    "never-started-pod-failed": (_waiting("Failed"), S.FAILED, "before the container started"),
+    "never-started-pod-failed": (_waiting("Failed"), S.CARRIED_FORWARD, "carried forward from"),
     "no-status": (_no_status, S.PENDING, None),
 }
 
@@ -393,3 +393,43 @@ def test_next_status_never_moves_back() -> None:
     a = pod_from("kubelet-sigterm-saved", _running(deleting=False))
     cp = checkpoint_of([a], phase="InProgress")
     assert lifecycle.next_status(cp, [a]).phase is checkpoint.Phase.IN_PROGRESS
+
+
+def _unscheduled_deleted(data: dict[str, Any]) -> None:
+    """Still Pending and never bound (unschedulable) when Kueue's eviction deleted it: our
+    finalizer holds it, no kubelet will ever report on it."""
+    data["status"] = {"phase": "Pending"}
+    data["spec"].pop("nodeName", None)
+    data["metadata"]["annotations"] = {
+        **(data["metadata"].get("annotations") or {}),
+        keys.RESTORE_FROM_ANNOTATION: "cp-older",
+    }
+
+
+def _restoring_then_killed(data: dict[str, Any]) -> None:
+    """In its restore init-container when deleted; the kubelet ended the pod."""
+    data["metadata"].update(name="c", uid="uid-c")
+    data["status"]["phase"] = "Failed"
+    data["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "PodInitializing"}}
+
+
+def test_a_member_that_never_ran_is_carried_forward_and_does_not_fail_the_set() -> None:
+    """Issue 19 item 2: a pod still Pending at eviction saved nothing; the set succeeds and
+    records where that identity's state is."""
+    a = pod_from("kubelet-sigterm-saved")
+    b = second("kubelet-sigterm-saved", _unscheduled_deleted)
+    c = pod_from("kubelet-sigterm-saved", _restoring_then_killed)
+    status = lifecycle.next_status(checkpoint_of([a, b, c]), [a, b, c])
+    assert [m.state for m in status.members] == [S.SAVED, S.CARRIED_FORWARD, S.CARRIED_FORWARD]
+    assert status.members[1].carried_from == "cp-older"
+    assert status.members[2].carried_from is None
+    assert status.phase is checkpoint.Phase.SUCCEEDED
+    assert status.message == "1/3 members saved, 2 carried forward"
+
+
+def test_a_member_that_ran_and_died_before_saving_still_fails_the_set() -> None:
+    a = pod_from("kubelet-sigterm-saved")
+    b = second("kubelet-sigterm-saved", _waiting("Failed"))
+    b.status.container_statuses[0].restart_count = 1  # type: ignore[index, union-attr]
+    status = lifecycle.next_status(checkpoint_of([a, b]), [a, b])
+    assert status.phase is checkpoint.Phase.FAILED

@@ -175,11 +175,38 @@ def test_members_are_running_or_held_pods_of_the_lineage_not_taken_elsewhere() -
     members = reconciling.members_of(
         [saved, running, ended_alone, stranger, taken, indexed], owner=OWNER, taken={"u-taken"}
     )
-    assert [(m.pod_name, m.index, m.node) for m in members] == [
-        ("z-indexed", 0, "real-node-1"),
-        ("b-running", 1, "real-node-1"),
-        ("held-by-us", 2, "real-node-1"),
+    # Members carry their identity, never a position by name: pods without a completion index
+    # (a NonIndexed Job) all share index=0 (kontinue/identity.py).
+    assert [(m.pod_name, m.identity, m.node) for m in members] == [
+        ("b-running", "index=0", "real-node-1"),
+        ("held-by-us", "index=0", "real-node-1"),
+        ("z-indexed", "index=0", "real-node-1"),
     ]
+
+
+def test_members_record_each_workload_shapes_identity() -> None:
+    shapes = {
+        "idx-3": {keys.JOB_COMPLETION_INDEX_ANNOTATION: "3"},
+        "js-b-1": {
+            keys.JOBSET_NAME_LABEL: "js",
+            keys.JOBSET_REPLICATED_JOB_LABEL: "b",
+            keys.JOBSET_JOB_INDEX_LABEL: "1",
+            keys.JOB_COMPLETION_INDEX_ANNOTATION: "0",
+        },
+        "vc-worker-1": {keys.VOLCANO_TASK_SPEC_KEY: "worker", keys.VOLCANO_TASK_INDEX_KEY: "1"},
+        "bad": {keys.JOB_COMPLETION_INDEX_ANNOTATION: "\u00b2"},
+    }
+    pods = []
+    for name, marks in shapes.items():
+        pod = _running(_pod(name=name, uid=f"u-{name}"))
+        pod.metadata.annotations = {**(pod.metadata.annotations or {}), **marks}
+        pods.append(pod)
+    members = reconciling.members_of(pods, owner=OWNER)
+    assert {m.pod_name: (m.identity, m.index) for m in members} == {
+        "idx-3": ("index=3", 3),
+        "js-b-1": ("replicatedJob=b,jobIndex=1,index=0", 0),
+        "vc-worker-1": ("task=worker,index=1", 1),
+    }
 
 
 # --- follow-through --------------------------------------------------------------------------
