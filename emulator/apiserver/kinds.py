@@ -67,6 +67,7 @@ BUILTINS: tuple[Kind, ...] = (
     _builtin(resources.EVENTS, short=("ev",)),
     _builtin(resources.SERVICES, short=("svc",), status=True),
     _builtin(resources.SECRETS),
+    _builtin(resources.PVCS, short=("pvc",), status=True),
     _builtin(Resource("", "v1", "configmaps", "ConfigMap"), short=("cm",)),
     _builtin(Resource("", "v1", "podtemplates", "PodTemplate")),
     _builtin(resources.JOBS, status=True),

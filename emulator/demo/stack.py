@@ -90,9 +90,14 @@ async def running(
     node_specs: Sequence[nodes.NodeSpec],
     with_kontinue: bool,
     policy: Obj | None = None,
+    tls: bool = False,
 ) -> AsyncIterator[Stack]:
-    """Start everything; on exit stop it all (pods get their graceful stop)."""
-    async with cluster.Cluster(nodes=node_specs, workdir=workdir) as c:
+    """Start everything; on exit stop it all (pods get their graceful stop).
+
+    ``tls``: the API emulator serves HTTPS (its kubeconfigs carry the CA), for clients that
+    must reach it as they reach a real cluster (``kubectl``, ``kubectl-kontinue``).
+    """
+    async with cluster.Cluster(nodes=node_specs, workdir=workdir, tls=tls) as c:
         kueue_controller.install_crds(c.api, ROOT / "tests/fixtures/upstream/kueue/crds")
         kueue_controller.install_crds(c.api, ROOT / "tests/fixtures/kueue-emulation")
         admin = c.client()

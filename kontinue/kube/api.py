@@ -14,6 +14,7 @@ import builtins
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -31,6 +32,7 @@ APPLY_PATCH = "application/apply-patch+yaml"
 Object = dict[str, Any]
 
 _RESPONSE_TYPES = {200: "object", 201: "object", 202: "object"}
+_PODS_PATH = "/api/v1/namespaces/{namespace}/pods/{name}/eviction"
 
 
 def _selector(labels: Mapping[str, str] | str | None) -> str | None:
@@ -105,10 +107,19 @@ class Api:
         return result
 
     async def create(
-        self, resource: Resource, body: Object, *, namespace: str | None = None
+        self,
+        resource: Resource,
+        body: Object,
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
     ) -> Object:
+        """POST; ``dry_run`` runs admission and validation but stores nothing (``dryRun=All``)."""
         ns = namespace or body.get("metadata", {}).get("namespace")
-        result: Object = await self._call("POST", resource.path(namespace=ns), body=body)
+        query = [("dryRun", "All")] if dry_run else None
+        result: Object = await self._call(
+            "POST", resource.path(namespace=ns), query=query, body=body
+        )
         return result
 
     async def replace(self, resource: Resource, body: Object, *, subresource: str = "") -> Object:
@@ -139,6 +150,30 @@ class Api:
             options["preconditions"] = dict(preconditions)
         path = resource.path(namespace=namespace, name=name)
         result: Object = await self._call("DELETE", path, body=options)
+        return result
+
+    async def evict(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        delete_options: Mapping[str, Any] | None = None,
+    ) -> Object:
+        """POST ``pods/{name}/eviction``: a graceful delete that respects PodDisruptionBudgets.
+
+        What ``kubectl drain`` sends (k8s.io/kubectl ``pkg/drain/drain.go``, ``EvictPod``): a
+        policy/v1 ``Eviction`` named after the pod. A budget that forbids it is a 429
+        (:class:`~kontinue.kube.errors.TooManyRequests`), which the caller retries.
+        """
+        body: Object = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if delete_options:
+            body["deleteOptions"] = dict(delete_options)
+        path = _PODS_PATH.format(namespace=quote(namespace, safe=""), name=quote(name, safe=""))
+        result: Object = await self._call("POST", path, body=body)
         return result
 
     async def patch(

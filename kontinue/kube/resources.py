@@ -49,6 +49,7 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 EVENTS = Resource("", "v1", "events", "Event")
 SECRETS = Resource("", "v1", "secrets", "Secret")
 SERVICES = Resource("", "v1", "services", "Service")
+PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 PRIORITY_CLASSES = Resource(

@@ -1,0 +1,181 @@
+"""The pure parts of ``kubectl kontinue``: printing, owner names, the status checks."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+
+import pytest
+
+from kontinue import keys
+from kontinue.models import base, kueue
+from kontinue.models import policy as policy_model
+from kubectl_kontinue import gathering, health, lineages, printing
+
+NOW = datetime.datetime(2026, 12, 3, 10, 0, 0, tzinfo=datetime.UTC)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (59, "59s"),
+        (119, "119s"),
+        (150, "2m30s"),
+        (600, "10m"),
+        (3 * 3600 + 60, "3h1m"),
+        (10 * 3600, "10h"),
+        (3 * 86400, "3d"),
+        (-5, "0s"),
+    ],
+)
+def test_age_is_kubectls_human_duration(seconds: int, text: str) -> None:
+    assert printing.age(NOW - datetime.timedelta(seconds=seconds), now=NOW) == text
+
+
+def test_table_aligns_and_marks_empty_cells_and_hides_wide_columns() -> None:
+    columns = [
+        printing.Column("A", "a"),
+        printing.Column("LONG B", "b"),
+        printing.Column("W", "w", wide=True),
+    ]
+    rows: list[dict[str, object]] = [
+        {"a": "x", "b": "", "w": 1},
+        {"a": "yyyy", "b": ["p", "q"], "w": None},
+    ]
+    assert printing.table(rows, columns, wide=False).splitlines() == [
+        "A      LONG B",
+        "x      <none>",
+        "yyyy   p,q",
+    ]
+    assert printing.table(rows, columns, wide=True).splitlines()[2] == "yyyy   p,q      <none>"
+
+
+@pytest.mark.parametrize(
+    ("typed", "owner"),
+    [
+        ("job/train", "job/train"),
+        ("Job/train", "job/train"),
+        ("jobs/train", "job/train"),
+        ("train", "job/train"),
+        ("job.batch.volcano.sh/x", "job.batch.volcano.sh/x"),
+    ],
+)
+def test_owner_names_as_typed(typed: str, owner: str) -> None:
+    assert lineages.normalize_owner(typed) == owner
+
+
+def _lease(holder: str | None, renewed_ago: float, duration: int = 15) -> dict[str, object]:
+    renew = base.format_time(NOW - datetime.timedelta(seconds=renewed_ago))
+    return {
+        "spec": {
+            "holderIdentity": holder,
+            "renewTime": renew,
+            "acquireTime": renew,
+            "leaseDurationSeconds": duration,
+        }
+    }
+
+
+def test_leader_lines() -> None:
+    (ok,) = health.leader_lines(_lease("bridge-0", 3), now=NOW)
+    assert ok.ok
+    assert ok.text.startswith("bridge-0 leads since 3s ago")
+    (expired,) = health.leader_lines(_lease("bridge-0", 60), now=NOW)
+    assert not expired.ok
+    assert "expired Lease (renewed 60s ago, duration 15s)" in expired.text
+    (nobody,) = health.leader_lines(_lease("", 1), now=NOW)
+    assert not nobody.ok
+    assert "no replica leads" in nobody.text
+    (missing,) = health.leader_lines(None, now=NOW)
+    assert not missing.ok
+    assert missing.fix
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_ca_bundle_lines_name_the_stale_webhooks() -> None:
+    secret = {"data": {"ca.crt": _b64(b"CA-2")}}
+    current = {"webhooks": [{"name": "a", "clientConfig": {"caBundle": _b64(b"CA-2")}}]}
+    stale = {
+        "webhooks": [
+            {"name": "a", "clientConfig": {"caBundle": _b64(b"CA-2")}},
+            {"name": "b", "clientConfig": {"caBundle": _b64(b"CA-1")}},
+        ]
+    }
+    lines = health.ca_bundle_lines({"Mutating": current, "Validating": stale}, secret)
+    assert [line.ok for line in lines] == [True, False]
+    assert "b do not trust" in lines[1].text
+    assert "a," not in lines[1].text
+    (absent,) = health.ca_bundle_lines({"Mutating": current}, {"data": {}})
+    assert not absent.ok
+    assert "has no ca.crt" in absent.text
+    lines = health.ca_bundle_lines({"Mutating": None}, secret)
+    assert not lines[0].ok
+    assert "does not exist" in lines[0].text
+
+
+def _world(*, policy_label: str | None, policies: list[str]) -> gathering.World:
+    labels = {keys.ENABLED_LABEL: "true"}
+    if policy_label:
+        labels[keys.POLICY_LABEL] = policy_label
+    cq = base.parse(kueue.ClusterQueue, {"metadata": {"name": "cq", "labels": labels}})
+    lq = base.parse(
+        kueue.LocalQueue,
+        {"metadata": {"name": "lq", "namespace": "ns1"}, "spec": {"clusterQueue": "cq"}},
+    )
+    made = [
+        policy_model.load(
+            {"metadata": {"name": n}, "spec": {"storage": {"pvc": {"claimName": "c"}}}}
+        )
+        for n in policies
+    ]
+    return gathering.World(namespace=None, cluster_queues=[cq], local_queues=[lq], policies=made)
+
+
+def test_queue_lines_follow_queue_policy_namespace_claim() -> None:
+    queues = health.opted_in_queues(_world(policy_label="p", policies=["p"]))
+    assert health.claims_needed(queues) == [("ns1", "c")]
+    assert health.probe_target(queues) == health.Feed("Kueue", "cq", "ns1", "lq")
+    rwx = {"spec": {"accessModes": ["ReadWriteMany"]}, "status": {"phase": "Bound"}}
+    lines = health.queue_lines(queues, {("ns1", "c"): rwx})
+    assert [line.ok for line in lines] == [True, True]
+    assert lines[1].text == "PersistentVolumeClaim c (ReadWriteMany, Bound)"
+    (_, missing) = health.queue_lines(queues, {("ns1", "c"): None})
+    assert not missing.ok
+    assert "does not exist" in missing.text
+    assert "create a ReadWriteMany PVC c in ns1" in missing.fix
+
+
+def test_a_missing_policy_is_one_failing_line_and_no_probe() -> None:
+    queues = health.opted_in_queues(_world(policy_label="gone", policies=[]))
+    (line,) = health.queue_lines(queues, {})
+    assert not line.ok
+    assert "policy gone does not exist" in line.text
+    assert health.probe_target(queues) is None
+    (probe_line,) = health.webhook_lines(None)
+    assert not probe_line.ok
+    assert "not probed" in probe_line.text
+    # no label and no "default" policy: the built-in default applies (it wants PVC "kontinue")
+    builtin = health.opted_in_queues(_world(policy_label=None, policies=[]))
+    assert builtin[0].policy is policy_model.DEFAULT
+    assert health.claims_needed(builtin) == [("ns1", "kontinue")]
+
+
+def test_webhook_lines() -> None:
+    plumbed = health.Probe("ns1", "cq", plumbed=True)
+    assert health.webhook_lines(plumbed)[0].ok
+    unplumbed = health.webhook_lines(health.Probe("ns1", "cq", plumbed=False))[0]
+    assert not unplumbed.ok
+    assert "came back unplumbed" in unplumbed.text
+    refused = health.webhook_lines(health.Probe("ns1", "cq", plumbed=False, error="x509"))[0]
+    assert not refused.ok
+    assert "was refused: x509" in refused.text
+    assert health.is_plumbed(
+        {"metadata": {"annotations": {keys.LINEAGE_ANNOTATION: "ns1/Job/x/uid"}}}
+    )
+    pod = health.probe_pod(health.Feed("Kueue", "cq", "ns1", "lq"))
+    assert pod["metadata"]["labels"] == {keys.KUEUE_QUEUE_NAME_LABEL: "lq"}
+    assert pod["metadata"]["ownerReferences"][0]["controller"] is True
