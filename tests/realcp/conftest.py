@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kontinue.kube import api, client
 from tests.realcp import controlplane
@@ -28,6 +29,15 @@ CRD_DIRS = (
 )
 
 _not_run: list[str] = []
+
+
+def crd_names(directory: Path) -> list[str]:
+    return [
+        doc["metadata"]["name"]
+        for path in sorted(directory.glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc and doc.get("kind") == "CustomResourceDefinition"
+    ]
 
 
 def crd_source(directory: Path) -> list[str]:

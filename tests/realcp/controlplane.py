@@ -188,6 +188,27 @@ class ControlPlane:
             path.chmod(0o600)
         return path
 
+    def wait_established(self, names: Sequence[str], timeout: float = 60.0) -> None:
+        """Until every named CRD has ``Established=True`` (``kubectl wait`` fails on a CRD
+        whose status has no conditions yet, so poll instead)."""
+        deadline = time.monotonic() + timeout
+        waiting = set(names)
+        while True:
+            listed = json.loads(self.kubectl("get", "crd", "-o", "json").stdout)["items"]
+            waiting -= {
+                crd["metadata"]["name"]
+                for crd in listed
+                if any(
+                    c["type"] == "Established" and c["status"] == "True"
+                    for c in (crd.get("status") or {}).get("conditions") or []
+                )
+            }
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"CRDs not Established after {timeout} s: {sorted(waiting)}")
+            time.sleep(0.2)
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     def _spawn(self, name: str, argv: Sequence[str]) -> Process:

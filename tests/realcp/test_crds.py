@@ -229,18 +229,9 @@ def test_kubectl_get_ckpt_wide_prints_the_printer_columns(
         "-p",
         json.dumps({"status": status}),
     )
+    columns = _printer_columns()
     wide = _table(crds.kubectl("get", "ckpt", "-o", "wide", "-n", namespace).stdout)
-    assert list(wide) == [
-        "NAME",
-        "OWNER-KIND",
-        "OWNER",
-        "TRIGGER",
-        "SOURCE",
-        "PHASE",
-        "PATH",
-        "MESSAGE",
-        "AGE",
-    ]
+    assert list(wide) == ["NAME", *(c["name"].upper() for c in columns)]
     assert wide["NAME"] == "scavenger-0-4711"
     assert (wide["OWNER-KIND"], wide["OWNER"]) == ("Job", "scavenger-0")
     assert (wide["TRIGGER"], wide["SOURCE"], wide["PHASE"]) == ("Preempted", "Kueue", "Succeeded")
@@ -248,7 +239,8 @@ def test_kubectl_get_ckpt_wide_prints_the_printer_columns(
     assert wide["MESSAGE"] == ""  # the example has no status.message
     assert wide["AGE"].endswith("s")
     narrow = _table(crds.kubectl("get", "ckpt", "-n", namespace).stdout)
-    assert list(narrow) == ["NAME", "OWNER-KIND", "OWNER", "TRIGGER", "SOURCE", "PHASE", "AGE"]
+    assert list(narrow) == ["NAME", *(c["name"].upper() for c in columns if not c.get("priority"))]
+    assert {"PATH", "MESSAGE"} <= set(wide) - set(narrow)
     crds.kubectl(
         "patch",
         "checkpoint",
@@ -264,6 +256,13 @@ def test_kubectl_get_ckpt_wide_prints_the_printer_columns(
         _table(crds.kubectl("get", "ckpt", "-o", "wide", "-n", namespace).stdout)["MESSAGE"]
         == "why"
     )
+
+
+def _printer_columns() -> list[dict[str, Any]]:
+    crd = _documents(REPO / "manifests" / "crds" / "kontinue.dev_checkpoints.yaml")[0]
+    (version,) = [v for v in crd["spec"]["versions"] if v.get("served")]
+    columns: list[dict[str, Any]] = version["additionalPrinterColumns"]
+    return columns
 
 
 def _table(text: str) -> dict[str, str]:

@@ -32,13 +32,7 @@ VARIANTS = [
 @pytest.fixture(scope="module")
 def cert_manager_crds(crds: controlplane.ControlPlane) -> controlplane.ControlPlane:
     crds.kubectl("apply", "--server-side", "-f", str(CERT_MANAGER_CRDS))
-    crds.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/issuers.cert-manager.io",
-        "crd/certificates.cert-manager.io",
-    )
+    crds.wait_established(["issuers.cert-manager.io", "certificates.cert-manager.io"])
     return crds
 
 
