@@ -26,8 +26,6 @@ from typing import Any
 
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
-from opentelemetry import metrics
-from opentelemetry.sdk.metrics import export as metrics_export
 
 from kontinue import supervision, telemetry
 from kontinue.kube import api as kube_api
@@ -51,7 +49,7 @@ async def run(
     *,
     stop: asyncio.Event,
     api_client: k8s_client.ApiClient | None = None,  # None: in-cluster or kubeconfig
-    meter: metrics.Meter | None = None,  # None: a meter whose reader /metrics serves
+    tel: telemetry.Telemetry | None = None,  # None: set up here (OTEL_* env); /metrics serves it
     sock: socket.socket | None = None,  # None: listen on config.health_host:health_port
     started: asyncio.Future[Controller] | None = None,  # tests: the controller, once built
     **cache_options: Any,  # test hooks for the watch caches
@@ -62,11 +60,10 @@ async def run(
     if api_client is None:
         api_client = await client.make_api_client()
     kube = kube_api.Api(api_client, field_manager=FIELD_MANAGER)
-    reader: metrics_export.InMemoryMetricReader | None = None
-    if meter is None:
-        reader = metrics_export.InMemoryMetricReader()
-        meter = telemetry.setup("kontinue-bridge", metric_readers=[reader]).meter
-    ctrl = controller_module.Controller(kube, config=config, meter=meter, **cache_options)
+    owned_telemetry = tel is None
+    if tel is None:
+        tel = telemetry.setup("kontinue-bridge")
+    ctrl = controller_module.Controller(kube, config=config, meter=tel.meter, **cache_options)
     elector = leader.LeaderElector(
         kube,
         namespace=config.namespace,
@@ -81,7 +78,7 @@ async def run(
         synced=lambda: ctrl.caches.synced,
         leading=lambda: ctrl.leading,
         dead=lambda: list(supervisor.failed),
-        metrics=reader,
+        registry=tel.registry,
     )
     runner = web.AppRunner(health.create_app(state), handle_signals=False, access_log=None)
     await runner.setup()
@@ -116,6 +113,8 @@ async def run(
         await runner.cleanup()
         if owned:
             await api_client.close()
+        if owned_telemetry:
+            tel.shutdown()
 
 
 Controller = controller_module.Controller

@@ -110,7 +110,7 @@ class Controller:
         try:
             await HANDLERS[kind](self.context, namespace, name)
         except Exception as exc:
-            self.metrics.errors.add(1, {"kind": kind, "error": type(exc).__name__})
+            self.metrics.reconcile_failed(kind, exc)
             raise
         finally:
             self.metrics.reconciles.record(time.monotonic() - started, {"kind": kind})

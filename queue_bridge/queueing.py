@@ -52,6 +52,10 @@ class WorkQueue(Generic[K]):
         self._lost = 0  # drops since the current sweep started (or ever, without a sweep)
         self._source: Callable[[], Iterable[K]] | None = None
         self._sweep: Iterator[K] | None = None
+        self.added = 0
+        self.retried = 0
+        """Counts for the bridge's metrics (queue_bridge/instruments.py): keys newly queued,
+        refused because the queue was full, and re-queued after a failure."""
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -70,6 +74,7 @@ class WorkQueue(Generic[K]):
             self._lost += 1
             return
         self._waiting[key] = None
+        self.added += 1
         self._idle.clear()
         self._has_work.set()
 
@@ -181,6 +186,7 @@ class WorkQueue(Generic[K]):
             except Exception as exc:
                 delay = self.backoff(key)
                 self._failures[key] = self._failures.get(key, 0) + 1
+                self.retried += 1
                 if isinstance(exc, errors.ApiError):
                     # The API said no (a stale write's 409, a 429, a 5xx): expected now and
                     # then, retried; one line, no traceback to bury the real problems in.

@@ -36,6 +36,8 @@ async def reconcile(ctx: context.Context, namespace: str, name: str) -> None:
             event = reconciling.transition_event(cp, new)
             if new.phase is not cp.status.phase:
                 ctx.metrics.transitions.add(1, {"phase": new.phase.value})
+                if new.phase.terminal:
+                    ctx.metrics.checkpoint_finished(cp, pods, new)
                 log.info(
                     "checkpoint phase checkpoint=%s/%s phase=%s message=%s",
                     namespace,

@@ -36,8 +36,7 @@ async def create(
         return
     await ctx.visible(cp, raw)
     latency = (ctx.clock() - found.trigger.time).total_seconds()
-    ctx.metrics.reaction.record(max(0.0, latency), {"source": found.trigger.source.value})
-    ctx.metrics.transitions.add(1, {"phase": checkpoint.Phase.PENDING.value})
+    ctx.metrics.checkpoint_created(found.trigger, latency)
     log.info(
         "checkpoint created checkpoint=%s/%s members=%d source=%s reason=%s",
         cp.metadata.namespace,

@@ -8,7 +8,7 @@ import logging
 from kontinue import keys
 from kontinue.models import base, core
 from queue_bridge import acting, deciding, kinds, reconciling
-from queue_bridge.handlers import context
+from queue_bridge.handlers import context, restores
 
 log = logging.getLogger("kontinue.bridge")
 
@@ -17,6 +17,7 @@ async def reconcile(ctx: context.Context, namespace: str, name: str) -> None:
     pod = ctx.caches.pods.get(name, namespace)
     if pod is None:
         return
+    await restores.observe(ctx, pod)
     if (failure := reconciling.failed_restore(pod)) is not None:
         await _count_restore_failure(ctx, pod, *failure)
         return  # the annotation write brings the pod back with a new version
@@ -32,8 +33,7 @@ async def reconcile(ctx: context.Context, namespace: str, name: str) -> None:
     )
     if decision.release:
         if await acting.remove_finalizer(ctx.kube, pod):
-            why = decision.reason.split(":")[0].split(" in ")[0]
-            ctx.metrics.finalizers.add(1, {"reason": why})
+            ctx.metrics.finalizer_released(decision.reason)
             log.info("finalizer removed pod=%s/%s: %s", namespace, name, decision.reason)
     else:
         ctx.requeue_at((kinds.POD, namespace, name), decision.recheck_at)

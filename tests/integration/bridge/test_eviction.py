@@ -15,6 +15,7 @@ from kontinue import keys
 from kontinue.kube import resources
 from kontinue.models import checkpoint, kueue
 from queue_bridge import naming, reconciling
+from tests import promlint
 from tests.integration.bridge.conftest import NS, SAVED, Cluster, condition, eventually
 
 Obj = dict[str, Any]
@@ -105,12 +106,23 @@ async def test_eviction_makes_one_checkpoint_that_succeeds_when_every_member_sav
     await eventually(told, what="Started and Succeeded Events on Workload, Job, Checkpoint")
     assert len(await cluster.checkpoints()) == 1
     scraped = await bridge.scrape()
-    assert 'kontinue_bridge_checkpoints{phase="Succeeded"} 1' in scraped
-    assert "kontinue_bridge_leader 1" in scraped
+    assert promlint.problems(scraped) == []
+    assert promlint.value(scraped, "kontinue_bridge_checkpoints", phase="Succeeded") == 1
+    assert promlint.value(scraped, "kontinue_bridge_leader") == 1
     for phase in ("Pending", "InProgress", "Succeeded"):
-        assert f'kontinue_bridge_checkpoint_transitions_total{{phase="{phase}"}} 1' in scraped
-    assert 'kontinue_bridge_reaction_latency_count{source="Kueue"} 1' in scraped
-    assert 'kontinue_bridge_finalizers_released_total{reason="result recorded"} 2' in scraped
+        total = "kontinue_bridge_checkpoint_transitions_total"
+        assert promlint.value(scraped, total, phase=phase) == 1, phase
+    evictions = "kontinue_bridge_evictions_total"
+    assert promlint.value(scraped, evictions, source="Kueue", reason="Preempted") == 1
+    assert promlint.value(scraped, "kontinue_bridge_reaction_seconds_count", source="Kueue") == 1
+    released = "kontinue_bridge_finalizers_released_total"
+    assert promlint.value(scraped, released, reason="ResultRecorded") == 2
+    saved = "kontinue_bridge_member_save_duration_seconds_count"
+    assert promlint.value(scraped, saved, result="Saved") == 2
+    assert promlint.value(scraped, "kontinue_bridge_member_save_size_bytes_sum") == 2048
+    handover = "kontinue_bridge_handover_seconds_count"
+    assert promlint.value(scraped, handover, stage="victims_exited") == 1
+    assert promlint.value(scraped, "kontinue_bridge_queue_adds_total") > 0
 
 
 @pytest.mark.parametrize(

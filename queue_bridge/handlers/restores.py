@@ -1,0 +1,38 @@
+"""How an opted-in pod started — restored, cold start, failed restore — counted once in
+``kontinue_restores_total`` and told on its Job as a ``Restored`` or ``ColdStart`` Event.
+
+The webhook decides (the restore plan, kontinue/restore_plan.py) and writes the outcome on the
+pod (``kontinue.dev/restore-from`` or ``kontinue.dev/cold-start-reason``); the restore init
+container carries it out. The bridge reads both from the pod and reports them, once per pod
+(queue_bridge/instruments.py ``Metrics.pod_seen``). Events are aggregated by
+queue_bridge/recording.py: one Event per Job and message, its ``count`` bumped per pod, so a
+100-pod Job that starts cold gives one ``ColdStart`` Event with count 100, not 100 Events.
+A failed restore is told by the pod handler (``RestoreFailed``, with its count).
+"""
+
+from __future__ import annotations
+
+from kontinue import keys, lineage
+from kontinue.models import core, errors
+from queue_bridge import instruments
+from queue_bridge.handlers import context
+
+
+async def observe(ctx: context.Context, pod: core.Pod) -> None:
+    """Count the pod's restore outcome (once) and tell its Job."""
+    name = pod.metadata.annotation(keys.RESTORE_FROM_ANNOTATION)
+    source = ctx.caches.checkpoints.get(name, pod.namespace) if name else None
+    counted = ctx.metrics.pod_seen(pod, source)
+    if counted is None:
+        return
+    result, _ = counted
+    try:
+        owner = lineage.of_pod(pod)
+    except errors.InvalidObject:
+        owner = None
+    job = ctx.job_dict(owner) if owner is not None else None
+    if result == instruments.COLD_START:
+        why = pod.metadata.annotation(keys.COLD_START_REASON_ANNOTATION) or ""
+        await ctx.event(job, keys.EVENT_COLD_START, f"pods start without a checkpoint: {why}")
+    elif result == instruments.RESTORED:
+        await ctx.event(job, keys.EVENT_RESTORED, f"pods restored from checkpoint {name}")
