@@ -115,8 +115,8 @@ async def test_eviction_makes_one_checkpoint_that_succeeds_when_every_member_sav
     evictions = "kontinue_bridge_evictions_total"
     assert promlint.value(scraped, evictions, source="Kueue", reason="Preempted") == 1
     assert promlint.value(scraped, "kontinue_bridge_reaction_seconds_count", source="Kueue") == 1
-    released = "kontinue_bridge_finalizers_released_total"
-    assert promlint.value(scraped, released, reason="ResultRecorded") == 2
+    finalizers = "kontinue_bridge_finalizers_released_total"
+    assert promlint.value(scraped, finalizers, reason="ResultRecorded") == 2
     saved = "kontinue_bridge_member_save_duration_seconds_count"
     assert promlint.value(scraped, saved, result="Saved") == 2
     assert promlint.value(scraped, "kontinue_bridge_member_save_size_bytes_sum") == 2048
