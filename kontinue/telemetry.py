@@ -44,6 +44,7 @@ from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace import export as trace_export
+from prometheus_client import exposition as exposition_module
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_FORMATS = ("text", "json")
@@ -179,12 +180,13 @@ def exposition(registry: prometheus_client.CollectorRegistry) -> bytes:
 def metrics_handler(
     registry: prometheus_client.CollectorRegistry,
 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    """``GET /metrics`` for an aiohttp router."""
+    """``GET /metrics`` for an aiohttp router (text format 0.0.4, which every Prometheus reads;
+    the names are all legacy-valid, so 1.0.0's UTF-8 quoting is never needed)."""
 
     async def scrape(_: web.Request) -> web.Response:
         return web.Response(
             body=exposition(registry),
-            headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST},
+            headers={"Content-Type": exposition_module.CONTENT_TYPE_PLAIN_0_0_4},
         )
 
     return scrape

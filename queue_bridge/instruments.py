@@ -98,6 +98,16 @@ def restore_outcome(pod: core.Pod) -> tuple[str, str, datetime.datetime | None] 
     return None
 
 
+def queue_of(pod: core.Pod) -> str:
+    """The queue a pod ran under: its ClusterQueue (Kueue stamps it at admission), else its
+    LocalQueue, else its Volcano queue; ``""`` when none is known."""
+    meta = pod.metadata
+    for label in (keys.KUEUE_CLUSTER_QUEUE_LABEL, keys.KUEUE_QUEUE_NAME_LABEL):
+        if value := (meta.labels or {}).get(label):
+            return value
+    return meta.annotation(keys.VOLCANO_POD_QUEUE_ANNOTATION) or ""
+
+
 def running_since(pod: core.Pod) -> datetime.datetime | None:
     """When the pod's first workload container started running, if it is running."""
     for status in (pod.status.container_statuses if pod.status else None) or []:
@@ -141,6 +151,7 @@ class Metrics:
         self._running: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._eviction_reasons = telemetry.BoundedLabel()
         self._failure_kinds = telemetry.BoundedLabel()
+        self._queues = _Names(limit=100)
 
         def by_phase(_: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
             counts = collections.Counter(cp.status.phase.value for cp in caches.checkpoints.items())
@@ -224,7 +235,7 @@ class Metrics:
             "kontinue.restores",
             unit="{pod}",
             description="Opted-in pods by how they started: restored, cold_start or failed "
-            "(restore init container), by reason",
+            "(restore init container), by reason and queue",
         )
         self.errors = meter.create_counter(
             "kontinue.bridge.reconcile.errors",
@@ -292,7 +303,8 @@ class Metrics:
                 result, reason, when = outcome
                 _remember(self._counted, uid)
                 if when is None or _aware(when) >= self.started:
-                    self.restores.add(1, {"result": result, "reason": reason})
+                    queue = self._queues(queue_of(pod) or "none")
+                    self.restores.add(1, {"result": result, "reason": reason, "queue": queue})
                     counted = (result, reason)
         if restored_from is not None and uid and uid not in self._running:
             since = running_since(pod)
@@ -313,6 +325,23 @@ def _told_at(pod: core.Pod | None) -> datetime.datetime | None:
     if grace is None:
         return None
     return _aware(pod.metadata.deletion_timestamp) - datetime.timedelta(seconds=grace)
+
+
+class _Names:
+    """Queue names as a label: the first ``limit`` distinct ones, then ``Other`` (a cluster
+    has tens of queues; the cap only guards against a pathological one)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._seen: set[str] = set()
+
+    def __call__(self, name: str) -> str:
+        if name in self._seen:
+            return name
+        if len(self._seen) >= self.limit:
+            return telemetry.BoundedLabel.OTHER
+        self._seen.add(name)
+        return name
 
 
 def _remember(seen: collections.OrderedDict[str, None], uid: str) -> None:

@@ -58,7 +58,14 @@ async def serve(
     readiness = app_module.Readiness(
         {"caches": lambda: cluster.synced, "certificate": lambda: serving.loaded}
     )
-    application = app_module.create_app(config, state=cluster, readiness=readiness, meter=tel.meter)
+    application = app_module.create_app(
+        config,
+        state=cluster,
+        readiness=readiness,
+        meter=tel.meter,
+        registry=tel.registry,
+        expiry=lambda: serving.not_after,
+    )
     runner = web.AppRunner(application, handle_signals=False, access_log=None)
     await runner.setup()
     supervisor = supervision.Supervisor()
@@ -99,6 +106,7 @@ async def serve(
         await runner.cleanup()
         if owned:
             await api_client.close()
+        tel.shutdown()
 
 
 def main() -> None:

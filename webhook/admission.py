@@ -19,7 +19,7 @@ from typing import Any
 
 from kontinue import catalog, identity, keys, lineage, optin, restore_plan
 from kontinue.models import base, core, errors
-from webhook import plumbing, review, settings, validation
+from webhook import metrics, plumbing, review, settings, validation
 from webhook import state as state_module
 
 Obj = dict[str, Any]
@@ -45,6 +45,11 @@ def _rendered(plan: restore_plan.Plan) -> plumbing.Restore | None:
     )
 
 
+def _not_plumbed(warning: str) -> review.Verdict:
+    """An opted-in pod left untouched: a warning, and a ``NotPlumbed`` Event on its owner."""
+    return review.allow(warnings=[warning], decision=metrics.NOT_PLUMBED, why=warning)
+
+
 def mutate_pod(
     request: review.AdmissionRequest, *, state: state_module.State, config: settings.Settings
 ) -> review.Verdict:
@@ -54,31 +59,29 @@ def mutate_pod(
         # is parsed only for those that opted in.
         decision = optin.decide(optin.Marks.of(obj), namespace=namespace, state=state)
         if not decision.opted_in:
-            return review.allow(warnings=decision.warnings)
+            return review.allow(warnings=decision.warnings, decision=metrics.NOT_OPTED_IN)
         pod = base.parse(core.Pod, obj)
     except (errors.InvalidObject, ValueError) as exc:
-        return review.allow(warnings=[f"kontinue: pod not plumbed: {exc}"])
+        return _not_plumbed(f"kontinue: pod not plumbed: {exc}")
     pod.metadata.namespace = pod.metadata.namespace or namespace
     assert decision.policy is not None
     try:
         pod_lineage = lineage.of_pod(pod)
     except errors.InvalidObject as exc:
-        return review.allow(warnings=[f"kontinue: pod not plumbed: {exc}"])
+        return _not_plumbed(f"kontinue: pod not plumbed: {exc}")
     if pod_lineage is None:
-        return review.allow(
-            warnings=[
-                "kontinue: pod has no controller (Job, JobSet, ...), so nothing would restore "
-                "it; left without checkpoints"
-            ]
+        return _not_plumbed(
+            "kontinue: pod has no controller (Job, JobSet, ...), so nothing would restore "
+            "it; left without checkpoints"
         )
     try:
         fingerprint = catalog.fingerprint_of(pod)
     except ValueError as exc:
-        return review.allow(warnings=[f"kontinue: pod not plumbed: {exc}"])
+        return _not_plumbed(f"kontinue: pod not plumbed: {exc}")
     try:
         member = identity.of(pod.metadata.labels, pod.metadata.annotations)
     except ValueError as exc:
-        return review.allow(warnings=[f"kontinue: pod not plumbed: no member identity: {exc}"])
+        return _not_plumbed(f"kontinue: pod not plumbed: no member identity: {exc}")
     plan = restore_plan.plan(
         state.checkpoints_of(pod_lineage),
         owner=pod_lineage,
@@ -112,7 +115,14 @@ def mutate_pod(
         image=config.image,
         member=member,
     )
-    return review.allow(rendered.patch, [*decision.warnings, *rendered.warnings])
+    warnings = [*decision.warnings, *rendered.warnings]
+    if not rendered.patch:
+        return review.allow(
+            warnings=warnings, decision=metrics.NOT_PLUMBED, why="; ".join(warnings)
+        )
+    decided = metrics.pod_decision(rendered.patch)
+    why = metrics.annotation_set(rendered.patch, keys.COLD_START_REASON_ANNOTATION) or ""
+    return review.allow(rendered.patch, warnings, decision=decided, why=why)
 
 
 def mutate_job(request: review.AdmissionRequest, *, state: state_module.State) -> review.Verdict:
@@ -120,13 +130,18 @@ def mutate_job(request: review.AdmissionRequest, *, state: state_module.State) -
     try:
         meta = optin.Marks.of(obj)
     except ValueError as exc:
-        return review.allow(warnings=[f"kontinue: Job not plumbed: {exc}"])
+        return review.allow(
+            warnings=[f"kontinue: Job not plumbed: {exc}"],
+            decision=metrics.NOT_PLUMBED,
+            why=str(exc),
+        )
     decision = optin.decide_queue(meta, namespace=namespace, state=state)
     if not decision.opted_in:
-        return review.allow(warnings=decision.warnings)
+        return review.allow(warnings=decision.warnings, decision=metrics.NOT_OPTED_IN)
     opted_out = optin.opted_out(meta)
     plan = plumbing.propagate_opt_out(obj) if opted_out else plumbing.plumb_job(obj)
-    return review.allow(plan.patch, [*decision.warnings, *plan.warnings])
+    decided = metrics.NOT_OPTED_IN if opted_out else metrics.PLUMBED
+    return review.allow(plan.patch, [*decision.warnings, *plan.warnings], decision=decided)
 
 
 def mutate(

@@ -12,10 +12,13 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+import prometheus_client
 from aiohttp import web
 from opentelemetry import metrics
 
+from kontinue import telemetry
 from webhook import admission, review, settings
+from webhook import metrics as webhook_metrics
 from webhook import state as state_module
 
 logger = logging.getLogger(__name__)
@@ -40,7 +43,7 @@ class Readiness:
 SETTINGS = web.AppKey("settings", settings.Settings)
 STATE: web.AppKey[state_module.State] = web.AppKey("state")
 READINESS = web.AppKey("readiness", Readiness)
-LATENCY: web.AppKey[metrics.Histogram] = web.AppKey("latency")
+METRICS = web.AppKey("metrics", webhook_metrics.Metrics)
 
 Decide = Callable[..., review.Verdict]
 
@@ -61,10 +64,22 @@ async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Resp
     """
     started = time.perf_counter()
     app = request.app
+
+    def answered(verdict: review.Verdict | None, status: int = 200) -> None:
+        if METRICS in app:
+            app[METRICS].answered(
+                path,
+                allowed=verdict.allowed if verdict else None,
+                decided=verdict.decision if verdict else "",
+                status=status,
+                seconds=time.perf_counter() - started,
+            )
+
     body = await request.read()
     try:
         parsed = review.parse(body)
     except review.MalformedReview as exc:
+        answered(None, 400)
         raise web.HTTPBadRequest(text=str(exc)) from None
     admission_request = parsed.request
     try:
@@ -77,14 +92,11 @@ async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Resp
             admission_request.kind.kind,
         )
         if path != "/mutate":
+            answered(None, 500)
             raise web.HTTPInternalServerError(text="internal error in a validation rule") from None
         verdict = review.allow(warnings=["kontinue: internal error; admitted without changes"])
     answer = review.encode(admission_request.uid, verdict)
-    if LATENCY in app:
-        app[LATENCY].record(
-            (time.perf_counter() - started) * 1000,
-            {"path": path, "allowed": verdict.allowed, "patched": bool(verdict.patch)},
-        )
+    answered(verdict)
     if not verdict.allowed:
         logger.info(
             "denied path=%s uid=%s kind=%s name=%s namespace=%s user=%s code=%s message=%s",
@@ -127,18 +139,23 @@ def create_app(
     state: state_module.State,
     readiness: Readiness | None = None,
     meter: metrics.Meter | None = None,
+    registry: prometheus_client.CollectorRegistry | None = None,
+    expiry: Callable[[], float | None] = lambda: None,
 ) -> web.Application:
-    """The webhook application; nothing starts until a runner serves it."""
+    """The webhook application; nothing starts until a runner serves it.
+
+    ``meter``: count and time admissions (webhook/metrics.py; ``expiry`` reads the serving
+    certificate's notAfter); ``registry``: serve it as ``GET /metrics``."""
     app = web.Application(client_max_size=MAX_BODY)
     app[SETTINGS] = config
     app[STATE] = state
     app[READINESS] = readiness or Readiness()
     if meter is not None:
-        app[LATENCY] = meter.create_histogram(
-            "kontinue.webhook.duration", unit="ms", description="Admission decision time"
-        )
+        app[METRICS] = webhook_metrics.Metrics(meter, expiry=expiry)
     app.router.add_post("/mutate", mutate)
     app.router.add_post("/validate", validate)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    if registry is not None:
+        app.router.add_get("/metrics", telemetry.metrics_handler(registry))
     return app

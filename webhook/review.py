@@ -107,7 +107,10 @@ def parse(body: bytes) -> AdmissionReview:
 class Verdict:
     """What the rules decided for one request; :func:`response` turns it into the wire form.
 
-    ``code``/``reason``/``message`` matter only when ``allowed`` is false.
+    ``code``/``reason``/``message`` matter only when ``allowed`` is false. ``decision`` and
+    ``why`` never reach the wire (nor equality): what the mutating rules did with an opted-in
+    object (one of webhook/metrics.py ``DECISIONS``) and why, for the webhook's metrics and
+    Events.
     """
 
     allowed: bool = True
@@ -116,13 +119,18 @@ class Verdict:
     code: int = 200
     reason: str = ""
     message: str = ""
+    decision: str = dataclasses.field(default="", compare=False)
+    why: str = dataclasses.field(default="", compare=False)
 
 
 def allow(
     patch: list[JsonPatchOp] | tuple[JsonPatchOp, ...] = (),
     warnings: list[str] | tuple[str, ...] = (),
+    *,
+    decision: str = "",
+    why: str = "",
 ) -> Verdict:
-    return Verdict(patch=tuple(patch), warnings=tuple(warnings))
+    return Verdict(patch=tuple(patch), warnings=tuple(warnings), decision=decision, why=why)
 
 
 def invalid(message: str) -> Verdict:

@@ -28,6 +28,8 @@ import pathlib
 import ssl
 import tempfile
 
+from webhook import metrics as webhook_metrics
+
 logger = logging.getLogger(__name__)
 
 
@@ -40,6 +42,8 @@ class ServingCertificate:
         self.fingerprint = ""
         """sha256 of the pair now served; ``""`` until the first :meth:`load`."""
         self.loads = 0
+        self.not_after: float | None = None
+        """``notAfter`` of the certificate now served (Unix time), for the expiry metric."""
 
     @property
     def loaded(self) -> bool:
@@ -69,6 +73,7 @@ class ServingCertificate:
             ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_path, key_path)
             self.context.load_cert_chain(cert_path, key_path)
         self.fingerprint = fingerprint
+        self.not_after = webhook_metrics.not_after(cert_pem)
         self.loads += 1
         return True
 

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from kontinue import telemetry
 from webhook import app as app_module
 from webhook import certs, settings, tls
 from webhook import state as state_module
@@ -66,6 +67,7 @@ async def running_webhook(
     *,
     config: settings.Settings | None = None,
     readiness: app_module.Readiness | None = None,
+    tel: telemetry.Telemetry | None = None,  # metrics and GET /metrics
 ) -> AsyncIterator[Server]:
     cert = tls.ServingCertificate()
     cert.load(bundle.serving.cert_pem, bundle.serving.key_pem)
@@ -73,6 +75,9 @@ async def running_webhook(
         config or settings.Settings(image="registry.example/kontinue:test"),
         state=state,
         readiness=readiness,
+        meter=tel.meter if tel else None,
+        registry=tel.registry if tel else None,
+        expiry=lambda: cert.not_after,
     )
     async with (
         serving(application, cert) as url,

@@ -1,0 +1,131 @@
+"""The webhook's instruments and the bounded ``decision`` each admission is counted under.
+
+Prometheus names (kontinue/telemetry.py writes them; all listed in docs/operations.md):
+
+- ``kontinue_webhook_admission_requests_total{path, decision, outcome}``: ``path`` ``/mutate``
+  or ``/validate``; ``decision`` one of :data:`DECISIONS`; ``outcome`` ``allowed``,
+  ``denied`` or ``error`` (HTTP 400/500: the apiserver then applies the failurePolicy);
+- ``kontinue_webhook_admission_duration_seconds{path}``: body read to answer encoded;
+- ``kontinue_webhook_certificate_expiry_timestamp_seconds``: ``notAfter`` of the serving
+  certificate (Unix time), absent until one is loaded.
+
+``decision`` for ``/mutate`` comes from the rules (:class:`webhook.review.Verdict`
+``decision``); a pod's is read off its JSON Patch, the exact thing the apiserver applies:
+``restore`` when it sets ``kontinue.dev/restore-from``, ``cold_start`` when it sets
+``kontinue.dev/cold-start-reason``.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from opentelemetry import metrics
+
+from kontinue import keys
+
+PLUMBED = "plumbed"
+RESTORE = "restore"
+COLD_START = "cold_start"
+NOT_OPTED_IN = "not_opted_in"
+NOT_PLUMBED = "not_plumbed"
+DENIED = "denied"
+ALLOWED = "allowed"
+ERROR = "error"
+DECISIONS = (PLUMBED, RESTORE, COLD_START, NOT_OPTED_IN, NOT_PLUMBED, DENIED, ALLOWED, ERROR)
+"""``allowed``: a request no mutating rule is about, or that validation passed."""
+
+SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+"""Admission answers take milliseconds; the apiserver gives up at the webhook's timeout."""
+
+
+def annotation_set(patch: Sequence[dict[str, Any]], key: str) -> str | None:
+    """The value a JSON Patch gives annotation ``key`` (whole-map or per-key op), if any."""
+    pointer = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+    for op in patch:
+        if op.get("op") not in ("add", "replace"):
+            continue
+        if op.get("path") == pointer:
+            return str(op.get("value"))
+        if op.get("path") == "/metadata/annotations" and isinstance(op.get("value"), dict):
+            value = op["value"].get(key)
+            if value is not None:
+                return str(value)
+    return None
+
+
+def pod_decision(patch: Sequence[dict[str, Any]]) -> str:
+    """``restore``, ``cold_start`` or ``plumbed`` for a pod the rules patched."""
+    if annotation_set(patch, keys.RESTORE_FROM_ANNOTATION):
+        return RESTORE
+    if annotation_set(patch, keys.COLD_START_REASON_ANNOTATION) is not None:
+        return COLD_START
+    return PLUMBED
+
+
+def decision_of(*, allowed: bool | None, decided: str) -> str:
+    """The bounded label: ``error`` without an answer, ``denied``, else the rules' decision."""
+    if allowed is None:
+        return ERROR
+    if not allowed:
+        return DENIED
+    return decided if decided in DECISIONS else ALLOWED
+
+
+def not_after(cert_pem: bytes) -> float:
+    """``notAfter`` of the first certificate of a PEM chain, as Unix time."""
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    return cert.not_valid_after_utc.replace(tzinfo=datetime.UTC).timestamp()
+
+
+class Metrics:
+    def __init__(
+        self, meter: metrics.Meter, *, expiry: Callable[[], float | None] = lambda: None
+    ) -> None:
+        self.requests = meter.create_counter(
+            "kontinue.webhook.admission.requests",
+            unit="{request}",
+            description="AdmissionReviews answered, by path, decision and outcome",
+        )
+        self.duration = meter.create_histogram(
+            "kontinue.webhook.admission.duration",
+            unit="s",
+            description="From the request body read to the answer encoded, by path",
+            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+        )
+
+        def read_expiry(_: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+            value = expiry()
+            if value is not None:
+                yield metrics.Observation(value)
+
+        meter.create_observable_gauge(
+            "kontinue.webhook.certificate.expiry_timestamp",
+            callbacks=[read_expiry],
+            unit="s",
+            description="notAfter of the serving certificate, Unix time",
+        )
+
+    def answered(
+        self, path: str, *, allowed: bool | None, decided: str, status: int, seconds: float
+    ) -> None:
+        outcome = "error" if status >= 400 else ("allowed" if allowed else "denied")
+        decision = decision_of(allowed=allowed if status < 400 else None, decided=decided)
+        self.requests.add(1, {"path": path, "decision": decision, "outcome": outcome})
+        self.duration.record(seconds, {"path": path})
+
+
+def owner_of(obj: dict[str, Any] | None, namespace: str) -> dict[str, Any] | None:
+    """The controller owner of an object under admission, as an Event's involved object."""
+    meta = (obj or {}).get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("uid") and ref.get("name"):
+            return {
+                "apiVersion": ref.get("apiVersion", ""),
+                "kind": ref.get("kind", ""),
+                "metadata": {"name": ref["name"], "namespace": namespace, "uid": ref["uid"]},
+            }
+    return None
