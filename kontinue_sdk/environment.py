@@ -23,8 +23,7 @@ from pathlib import Path
 
 from kontinue import keys
 
-ENV_MEMBER = "KONTINUE_MEMBER"
-ENV_SAVE_EVERY = "KONTINUE_SAVE_EVERY_SECONDS"
+ENV_MEMBER = keys.ENV_MEMBER
 DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
 
 
@@ -52,5 +51,5 @@ def read(environ: Mapping[str, str]) -> Environment:
         checkpoint_dir=_path(environ, keys.ENV_CHECKPOINT_DIR),
         restore_from=_path(environ, keys.ENV_RESTORE_FROM),
         termination_log=_path(environ, keys.ENV_TERMINATION_LOG) or DEFAULT_TERMINATION_LOG,
-        member=environ.get(ENV_MEMBER, "").strip() or None,
+        member=environ.get(keys.ENV_MEMBER, "").strip() or None,
     )

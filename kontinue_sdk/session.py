@@ -151,7 +151,7 @@ class Session:
             manifest = checkpoint_format.verify(directory)
         except checkpoint_format.Problem as problem:
             raise RestoreRefused(str(problem)) from None
-        saved_member = manifest.extra.get("member")
+        saved_member = manifest.extra.get(keys.MANIFEST_MEMBER_KEY)
         if self.env.member and saved_member and saved_member != self.env.member:
             raise RestoreRefused(
                 f"{directory}: saved by member {saved_member!r}, this pod is {self.env.member!r}"
@@ -265,7 +265,7 @@ class Session:
         extra = dict(self._save(directory) or {})
         extra.update(format=self._format, step=self.steps_done)
         if self.env.member:
-            extra["member"] = self.env.member
+            extra[keys.MANIFEST_MEMBER_KEY] = self.env.member
         return checkpoint_format.write_manifest(directory, extra=extra, exclude=exclude)
 
     def _message(self, message: Mapping[str, object]) -> None:
