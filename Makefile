@@ -12,7 +12,9 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,demo]'
+	# torch pinned to the CPU build this machine keeps on disk (an unpinned torch downloads a
+	# multi-GB CUDA build); the hf extra adds transformers and accelerate for the SDK's tests.
+	$(BIN)/pip install --quiet 'torch==2.13.0' -e '.[test,demo,hf]'
 	touch $(STAMP)
 
 demo: $(STAMP) ## run the local demo on the emulated GPU cluster
