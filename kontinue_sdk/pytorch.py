@@ -101,13 +101,21 @@ class ResumableSampler(torch.utils.data.Sampler[int]):
     state is the epoch and the number of indices handed out in it. After a restore, epochs before
     the saved one yield nothing (a loop ``for epoch in range(n): sampler.set_epoch(epoch)`` runs
     through them empty) and the saved epoch continues at the saved position. Without
-    ``set_epoch`` calls each new pass starts the next epoch.
+    ``set_epoch`` calls each new pass starts the next epoch. With ``replicas > 1`` (DDP) rank
+    ``rank`` takes every ``replicas``-th index of the epoch's order, as ``DistributedSampler``
+    does without padding.
     """
 
-    def __init__(self, size: int, *, seed: int = 0, shuffle: bool = True) -> None:
+    def __init__(
+        self, size: int, *, seed: int = 0, shuffle: bool = True, rank: int = 0, replicas: int = 1
+    ) -> None:
+        if not 0 <= rank < replicas:
+            raise ValueError(f"rank {rank} is not in [0, {replicas})")
         self.size = size
         self.seed = seed
         self.shuffle = shuffle
+        self.rank = rank
+        self.replicas = replicas
         self.epoch = 0
         self.position = 0
         self._resume: tuple[int, int] | None = None
@@ -118,13 +126,15 @@ class ResumableSampler(torch.utils.data.Sampler[int]):
             self.epoch, self.position = epoch, 0
 
     def __len__(self) -> int:
-        return self.size
+        return len(range(self.rank, self.size, self.replicas))
 
     def _order(self) -> list[int]:
-        if not self.shuffle:
-            return list(range(self.size))
-        generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        return [int(i) for i in torch.randperm(self.size, generator=generator)]
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch)
+            order = [int(i) for i in torch.randperm(self.size, generator=generator)]
+        else:
+            order = list(range(self.size))
+        return order[self.rank :: self.replicas]
 
     def __iter__(self) -> Iterator[int]:
         start = 0
@@ -138,7 +148,7 @@ class ResumableSampler(torch.utils.data.Sampler[int]):
             for hook in self._on_resume:
                 hook()
             self._on_resume.clear()
-        elif self.position >= self.size:
+        elif self.position >= len(self):
             self.epoch += 1
         self.position = start
         for index in self._order()[start:]:

@@ -8,6 +8,9 @@ AdamW and a StepLR schedule, on data generated from a fixed seed; each step also
 Python's ``random`` and NumPy's global generator, so every generator the SDK restores matters.
 ``--step-seconds`` stands in for a long GPU step.
 
+With ``WORLD_SIZE`` > 1 it is a DDP job over gloo (see :func:`_distributed`): each rank
+trains on its share of every epoch and the gradients are averaged.
+
 Output: ``STEP <n> epoch=<e> loss=<float.hex()>`` per step and ``DONE steps=<n>
 params=<sha256 of every parameter's bytes>`` at the end, so two runs compare bit for bit.
 
@@ -29,7 +32,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 
 import kontinue_sdk.pytorch as kontinue  # kontinue
@@ -55,6 +60,17 @@ def _options(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
+def _distributed() -> tuple[int, int]:
+    """DDP over gloo when ``WORLD_SIZE`` > 1 (torchrun's variables; an Indexed Job's pod takes
+    its rank from ``JOB_COMPLETION_INDEX``); rendezvous at ``MASTER_ADDR:MASTER_PORT``."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1
+    rank = int(os.environ.get("RANK", os.environ.get("JOB_COMPLETION_INDEX", "0")))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    return rank, world
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _options(sys.argv[1:] if argv is None else argv)
     torch.manual_seed(0)
@@ -66,9 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.size, 1, generator=data
     )
     dataset = TensorDataset(inputs, targets)
-    sampler = kontinue.ResumableSampler(len(dataset), seed=0)
+    rank, world = _distributed()
+    sampler = kontinue.ResumableSampler(len(dataset), seed=0, rank=rank, replicas=world)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler)
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 1))
+    if world > 1:
+        model = DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.9)
     ck = kontinue.resume(model=model, optimizer=opt, scheduler=sched, sampler=sampler)  # kontinue

@@ -113,6 +113,7 @@ class Incarnation:
     log: str
     exit_code: int | None
     message: str | None = None
+    rank: int = 0
 
     @property
     def steps(self) -> list[tuple[int, str]]:
@@ -146,7 +147,8 @@ class Cluster:
             ended = started.record().state
             code = ended.exit_code if isinstance(ended, state.Terminated) else None
             message = ended.message if isinstance(ended, state.Terminated) else None
-            found.append(Incarnation(log, code, message))
+            rank = int(started.spec.env.get("JOB_COMPLETION_INDEX", "0"))
+            found.append(Incarnation(log, code, message, rank))
         return found
 
     def last_step(self, name: str = "train") -> int:
@@ -251,7 +253,7 @@ def reference_run(
     runs = []
     for proc in procs:
         out, _ = proc.communicate(timeout=timeout)
-        runs.append(Incarnation(out, proc.returncode))
+        runs.append(Incarnation(out, proc.returncode, rank=len(runs)))
     return runs
 
 

@@ -13,6 +13,7 @@ one: the repeated steps are counted.
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -37,11 +38,15 @@ def reference() -> harness.Incarnation:
     return run
 
 
-async def _preempted_run(tmp_path: Path, *, opted_in: bool) -> list[harness.Incarnation]:
-    async with harness.running(tmp_path, opted_in=opted_in) as c:
-        await c.admin.create(resources.JOBS, harness.job("torch", module=MODULE, env=PACED))
+async def _preempted_run(
+    tmp_path: Path, *, opted_in: bool, env: dict[str, str] = PACED, ranks: int = 1
+) -> list[harness.Incarnation]:
+    async with harness.running(tmp_path, opted_in=opted_in, quota=ranks) as c:
+        await c.admin.create(
+            resources.JOBS, harness.job("torch", module=MODULE, env=env, pods=ranks)
+        )
         for index, steps in enumerate(harness.preemption_points(15, PREEMPTIONS, low=3, high=10)):
-            await c.preempt_after(steps, f"high-{index}")
+            await c.preempt_after(steps, f"high-{index}", ranks=ranks)
         await c.wait_complete("torch")
         # in the order they ran: by first step, the one that completed last
         return sorted(
@@ -78,3 +83,39 @@ async def test_without_kontinue_the_same_preemptions_repeat_steps(
     assert repeated == lost >= PREEMPTIONS * 3
     print(f"without Kontinue: {PREEMPTIONS} preemptions repeated {repeated} steps")
     assert runs[-1].steps == reference.steps  # the last one ran everything again
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.timeout(420)
+async def test_a_two_rank_ddp_indexed_job_preempted_three_times_equals_the_uninterrupted_run(
+    tmp_path: Path,
+) -> None:
+    ddp = {
+        **ENV,
+        "TRAINER_SIZE": "512",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
+    }
+    references = harness.reference_run(MODULE, ddp, ranks=2)
+    assert [run.exit_code for run in references] == [0, 0], [r.log[-500:] for r in references]
+    runs = await _preempted_run(
+        tmp_path, opted_in=True, env={**ddp, "TRAINER_STEP_SECONDS": "0.08"}, ranks=2
+    )
+    for rank, reference in enumerate(references):
+        mine = [run for run in runs if run.rank == rank]
+        assert [run.exit_code for run in mine] == [143] * PREEMPTIONS + [0]
+        assert harness.stitched(mine) == reference.steps  # this rank's every loss, bit for bit
+        assert mine[-1].done == reference.done
+    # all ranks saved the same step at each preemption, each into its own member directory
+    saved = [json.loads(run.message or "{}") for run in runs if run.exit_code == 143]
+    by_step: dict[int, set[str]] = {}
+    for message in saved:
+        manifest = json.loads((Path(message["path"]) / "MANIFEST.json").read_text())
+        by_step.setdefault(message["step"], set()).add(manifest["member"])
+    assert list(by_step.values()) == [{"index=0", "index=1"}] * PREEMPTIONS
