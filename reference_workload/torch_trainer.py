@@ -85,7 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     rank, world = _distributed()
     sampler = kontinue.ResumableSampler(len(dataset), seed=0, rank=rank, replicas=world)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler)
-    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 1))
+    model: nn.Module = nn.Sequential(
+        nn.Linear(16, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 1)
+    )
     if world > 1:
         model = DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)

@@ -250,7 +250,7 @@ def reference_run(
                 text=True,
             )
         )
-    runs = []
+    runs: list[Incarnation] = []
     for proc in procs:
         out, _ = proc.communicate(timeout=timeout)
         runs.append(Incarnation(out, proc.returncode, rank=len(runs)))
