@@ -26,8 +26,21 @@ RESTORE_FROM_ANNOTATION: Final = "kontinue.dev/restore-from"
 LINEAGE_ANNOTATION: Final = "kontinue.dev/lineage"
 COLD_START_REASON_ANNOTATION: Final = "kontinue.dev/cold-start-reason"
 CHECKPOINT_FINALIZER: Final = "kontinue.dev/checkpoint"
+SET_VERDICT_GATE: Final = "kontinue.dev/set-verdict"
+"""Scheduling gate on a pod that waits for a multi-member set still saving (coupled): the bridge
+removes it once the set is terminal, after writing the two annotations below."""
+RESTORE_MEMBER_ANNOTATION: Final = "kontinue.dev/restore-member"
+"""Written by the bridge before ungating: the awaited member's directory name if the set is
+usable for the pod's identity, else a name that never exists (use the fallback)."""
+RESTORE_WAIT_ANNOTATION: Final = "kontinue.dev/restore-wait-seconds"
 RESERVED_POD_ANNOTATIONS: Final = frozenset(
-    {RESTORE_FROM_ANNOTATION, LINEAGE_ANNOTATION, COLD_START_REASON_ANNOTATION}
+    {
+        RESTORE_FROM_ANNOTATION,
+        LINEAGE_ANNOTATION,
+        COLD_START_REASON_ANNOTATION,
+        RESTORE_MEMBER_ANNOTATION,
+        RESTORE_WAIT_ANNOTATION,
+    }
 )
 
 # --- labels on our own Checkpoint objects, for selectors --------------------------------------
@@ -131,6 +144,10 @@ ENV_RESTORE_SOURCE: Final = "KONTINUE_RESTORE_SOURCE"
 ENV_RESTORE_CHECKPOINT: Final = "KONTINUE_RESTORE_CHECKPOINT"
 ENV_WAIT_CHECKPOINT: Final = "KONTINUE_WAIT_CHECKPOINT"
 ENV_WAIT_SECONDS: Final = "KONTINUE_WAIT_SECONDS"
+# Behind the set-verdict gate, KONTINUE_WAIT_FOR and KONTINUE_WAIT_SECONDS expand these (downward
+# API from the two annotations above, read when the init-container starts, i.e. after ungating).
+ENV_VERDICT_MEMBER: Final = "KONTINUE_VERDICT_MEMBER"
+ENV_VERDICT_WAIT: Final = "KONTINUE_VERDICT_WAIT"
 
 # --- the queue bridge's mark on a pod whose failed restore it counted (queue_bridge/reconciling):
 # the value is the Checkpoint named by kontinue.dev/restore-from, so each failure counts once ---

@@ -85,6 +85,22 @@ class Plan:
         return self.source is None and self.wait_for is None
 
     @property
+    def await_verdict(self) -> bool:
+        """Whether the pod must wait, gated, for the bridge's verdict on the awaited set.
+
+        Under ``coupled`` a member's own directory proves nothing about its siblings: member 0
+        may be complete while member 1 was SIGKILLed mid-save, and a restore that trusted its
+        own directory would resume half the workload from a set the other half cannot use
+        (issue 11, "half-and-half"). So when the awaited set has other members, the pod is
+        created with the ``kontinue.dev/set-verdict`` scheduling gate and the bridge, once the
+        set is terminal, names the directory to use (:func:`verdict`) before ungating it.
+        """
+        awaited = self.wait_for
+        if awaited is None or self.rule is not Consistency.COUPLED:
+            return False
+        return any(m.pod_uid != awaited.member.pod_uid for m in awaited.checkpoint.spec.members)
+
+    @property
     def checkpoint_name(self) -> str:
         """The set the pod's ``kontinue.dev/restore-from`` names: the awaited one, else the
         source; ``""`` for a cold start."""
@@ -434,3 +450,55 @@ def needed(
                 if wanted not in names:
                     names.append(wanted)
     return found
+
+
+NOT_RESTORABLE = "not-restorable"
+"""The directory name the bridge hands a gated pod when the awaited set is not usable for it:
+no member is ever saved under it (members save under their pod UID), so the restore program
+falls back at once to ``KONTINUE_RESTORE_SOURCE`` (or starts cold when there is none)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The bridge's answer for a pod gated on an awaited set (see :attr:`Plan.await_verdict`).
+
+    ``ready`` ``False``: the set is still saving; keep the gate. Otherwise ``member`` is the
+    directory name to wait for (the awaited member's, or :data:`NOT_RESTORABLE`) and
+    ``wait_seconds`` how long the restore may wait for it.
+    """
+
+    ready: bool
+    reason: str
+    member: str = NOT_RESTORABLE
+    wait_seconds: int = 0
+
+
+def verdict(
+    awaited: checkpoint.Checkpoint | None,
+    *,
+    identity: str,
+    policy: policy_model.CheckpointPolicy,
+) -> Verdict:
+    """Whether a gated pod of ``identity`` restores from the set it awaited, by the plan's rules:
+    the set is terminal, holds the identity, and (``coupled``) ``Succeeded`` with that member
+    saved. A set that is gone or ``Expired`` is not restorable."""
+    if awaited is None or awaited.status.phase is checkpoint.Phase.EXPIRED:
+        return Verdict(True, "the awaited set is gone: use the fallback")
+    if not awaited.status.phase.terminal:
+        return Verdict(False, f"{awaited.name} is still {awaited.status.phase.value}")
+    rule = policy.spec.restore.consistency
+    wanted = identity
+    if rule is Consistency.SHARED:
+        wanted = (identities([awaited]) or [identity])[0]
+    member = member_of(awaited, wanted)
+    if member is None:
+        return Verdict(True, f"{awaited.name} holds no member {wanted}: use the fallback")
+    why = _unusable(awaited, state_of(awaited, member), rule, wanted)
+    if why is not None:
+        return Verdict(True, f"{awaited.name}: {why}: use the fallback")
+    return Verdict(
+        True,
+        f"{awaited.name} {awaited.status.phase.value}: restore member {wanted}",
+        member=member_dir(awaited, member, policy=policy).rstrip("/").rsplit("/", 1)[-1],
+        wait_seconds=policy.spec.restore.wait_for_saving_seconds,
+    )

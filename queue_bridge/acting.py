@@ -93,6 +93,41 @@ async def remove_finalizer(kube: kube_api.Api, pod: core.Pod) -> bool:
     return True
 
 
+async def release_verdict_gate(
+    kube: kube_api.Api, pod: core.Pod, *, member: str, wait_seconds: int
+) -> bool:
+    """Write the set verdict's two annotations and remove the ``kontinue.dev/set-verdict`` gate
+    in one JSON patch that tests the pod UID and the gate at its index (``False``: pod gone).
+
+    One patch, so the kubelet can never start the restore with the gate gone and no verdict.
+    """
+    gates = pod.spec.scheduling_gates or []
+    index = next((i for i, g in enumerate(gates) if g.get("name") == keys.SET_VERDICT_GATE), None)
+    if index is None:
+        return False
+    annotations = pod.metadata.annotations
+    operations: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/uid", "value": pod.metadata.uid},
+        {"op": "test", "path": f"/spec/schedulingGates/{index}", "value": gates[index]},
+    ]
+    if annotations is None:
+        operations.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+    for key, value in (
+        (keys.RESTORE_MEMBER_ANNOTATION, member),
+        (keys.RESTORE_WAIT_ANNOTATION, str(wait_seconds)),
+    ):
+        escaped = key.replace("~", "~0").replace("/", "~1")
+        operations.append({"op": "add", "path": f"/metadata/annotations/{escaped}", "value": value})
+    operations.append({"op": "remove", "path": f"/spec/schedulingGates/{index}"})
+    try:
+        await kube.json_patch(resources.PODS, pod.name, operations, namespace=pod.namespace)
+    except errors.NotFound:
+        return False
+    except errors.Invalid as exc:
+        raise errors.Conflict(f"gates of {pod.namespace}/{pod.name} changed: {exc}") from exc
+    return True
+
+
 async def mark_restore_counted(kube: kube_api.Api, pod: core.Pod, checkpoint_name: str) -> None:
     """Annotate ``pod`` so its failed restore of ``checkpoint_name`` is counted only once."""
     await kube.merge_patch(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from kontinue import catalog, keys, lineage, optin
+from kontinue import catalog, keys, lineage, optin, restore_plan
 from kontinue.models import checkpoint, core, kueue
 from kontinue.models import errors as model_errors
 from kontinue.models import policy as policy_model
@@ -103,6 +103,29 @@ def disruption_pending(state: State, pod: core.Pod) -> bool:
     if not disruptions.has_disruption(pod) or state.checkpoints_of_pod(pod.metadata.uid or ""):
         return False
     return disrupted(state, pod, taken=set()) is not None
+
+
+def gated(pod: core.Pod) -> bool:
+    """Whether ``pod`` waits behind the ``kontinue.dev/set-verdict`` scheduling gate."""
+    return any(g.get("name") == keys.SET_VERDICT_GATE for g in pod.spec.scheduling_gates or [])
+
+
+def set_verdict(state: State, pod: core.Pod) -> restore_plan.Verdict | None:
+    """The verdict for a pod gated on the set its ``kontinue.dev/restore-from`` names, by the
+    pod's own identity and policy; ``None`` for a pod that is not gated (or cannot be judged:
+    then the gate stays and the restore, if ever started, falls back on its own)."""
+    if not gated(pod) or pod.metadata.deletion_timestamp is not None:
+        return None
+    name = pod.metadata.annotation(keys.RESTORE_FROM_ANNOTATION)
+    who = reconciling.member_identity(pod)
+    if not name or who is None:
+        return None
+    awaited = state.checkpoint(pod.namespace, name)
+    decision = pod_decision(state, pod)
+    chosen = decision.policy or (policy_of(state, awaited) if awaited else None)
+    if chosen is None:
+        return None
+    return restore_plan.verdict(awaited, identity=who, policy=chosen)
 
 
 def queue_object(state: State, pod: core.Pod, owner: checkpoint.Lineage) -> str | None:

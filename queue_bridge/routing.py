@@ -191,6 +191,10 @@ class Router:
         for ns, name in self.caches.workloads_by_owner.get(cp.spec.lineage.owner_uid, ()):
             self.add((kinds.WORKLOAD, ns, name))
         self._add_lineage_disruptions(cp.spec.lineage)
+        if cp.status.phase.terminal or event.type == "DELETED":
+            for pod in self.caches.lineage_pods(cp.spec.lineage):
+                if deciding.gated(pod):  # waiting for this set's verdict
+                    self.add(kinds.key(kinds.POD, pod))
 
     def _on_pod(self, event: watching.Event[core.Pod]) -> None:
         pod = event.obj

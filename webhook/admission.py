@@ -42,6 +42,7 @@ def _rendered(plan: restore_plan.Plan) -> plumbing.Restore | None:
         wait_for_checkpoint=awaited.name if awaited else "",
         wait_for=awaited.path if awaited else "",
         node_labels=dict(plan.node_labels),
+        gated=plan.await_verdict,
     )
 
 

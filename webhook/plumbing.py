@@ -28,6 +28,13 @@ previous incarnation's save ends well, else the fallback. The main containers ca
 that choice through env (fixed at admission), but they can follow a link made before they start.
 When nothing can be restored the link is absent, and the workload starts cold.
 
+When the plan awaits a multi-member set under ``coupled`` consistency, the pod also gets the
+scheduling gate ``kontinue.dev/set-verdict`` and the init container's ``KONTINUE_WAIT_FOR`` /
+``KONTINUE_WAIT_SECONDS`` expand two downward-API variables read from annotations the bridge
+writes when the set is terminal (kontinue/restore_plan.py ``verdict``): the awaited member's
+directory if every member saved, else a directory that never exists, so the restore goes
+straight to the fallback. Every pod of the incarnation thus follows the one verdict.
+
 Job (``batch/v1``, CREATE): ``podReplacementPolicy: Failed`` and the podFailurePolicy rule
 ``{action: Ignore, onPodConditions: [{type: DisruptionTarget}]}`` ahead of the user's rules
 (shared/reference/job-accounting.md). A Job whose pods restart ``OnFailure`` cannot take a
@@ -79,6 +86,9 @@ class Restore:
     wait_for_checkpoint: str = ""
     wait_for: str = ""
     node_labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    gated: bool = False
+    """Wait behind the ``kontinue.dev/set-verdict`` gate for the bridge's verdict on the awaited
+    set (kontinue/restore_plan.py ``Plan.await_verdict``)."""
 
     @property
     def annotation(self) -> str:
@@ -124,6 +134,15 @@ def _env(*, checkpoint_dir: str, restore: bool, member: str) -> list[Obj]:
     return env
 
 
+def _gate() -> Obj:
+    return {"name": keys.SET_VERDICT_GATE}
+
+
+def _annotation_env(name: str, annotation: str) -> Obj:
+    path = f"metadata.annotations['{annotation}']"
+    return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
+
+
 def _init_container(
     *,
     image: str,
@@ -134,12 +153,26 @@ def _init_container(
     member: str,
 ) -> Obj:
     env = _env(checkpoint_dir=checkpoint_dir, restore=True, member=member)
+    wait_for = restore.wait_for
+    wait_seconds = str(policy.spec.restore.wait_for_saving_seconds)
+    if restore.gated:
+        # Read when the container starts, after the bridge wrote its verdict and ungated the
+        # pod; expanded into the two variables below, which the kubelet resolves from earlier
+        # entries of the same list. Until then (or if someone else removes the gate) the path
+        # is the lineage directory itself, which never holds a manifest: the restore waits out
+        # its time and falls back, never trusting the awaited member alone.
+        env += [
+            _annotation_env(keys.ENV_VERDICT_MEMBER, keys.RESTORE_MEMBER_ANNOTATION),
+            _annotation_env(keys.ENV_VERDICT_WAIT, keys.RESTORE_WAIT_ANNOTATION),
+        ]
+        wait_for = f"{wait_for.rstrip('/').rsplit('/', 1)[0]}/$({keys.ENV_VERDICT_MEMBER})"
+        wait_seconds = f"$({keys.ENV_VERDICT_WAIT})"
     env += [
         {"name": ENV_RESTORE_SOURCE, "value": restore.source},
         {"name": ENV_RESTORE_CHECKPOINT, "value": restore.checkpoint},
-        {"name": keys.ENV_WAIT_FOR, "value": restore.wait_for},
+        {"name": keys.ENV_WAIT_FOR, "value": wait_for},
         {"name": ENV_WAIT_CHECKPOINT, "value": restore.wait_for_checkpoint},
-        {"name": ENV_WAIT_SECONDS, "value": str(policy.spec.restore.wait_for_saving_seconds)},
+        {"name": ENV_WAIT_SECONDS, "value": wait_seconds},
     ]
     container: Obj = {
         "name": keys.RESTORE_INIT_CONTAINER,
@@ -271,8 +304,17 @@ def plumb_pod(
             keys.LINEAGE_ANNOTATION: lineage.annotation_value(pod_lineage),
             keys.RESTORE_FROM_ANNOTATION: restore.annotation if restore else None,
             keys.COLD_START_REASON_ANNOTATION: None if restore else cold_start_reason,
+            # Only the bridge writes the verdict, after admission.
+            keys.RESTORE_MEMBER_ANNOTATION: None,
+            keys.RESTORE_WAIT_ANNOTATION: None,
         },
     )
+    if restore is not None and restore.gated:
+        gates = spec.get("schedulingGates")
+        if gates is None:
+            ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [_gate()]})
+        elif _gate() not in gates:
+            ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": _gate()})
 
     finalizers = meta.get("finalizers")
     if finalizers is None:

@@ -56,6 +56,7 @@ class PodSpec(base.UpstreamModel):
     scheduler_name: str | None = None
     priority_class_name: str | None = None
     priority: int | None = None
+    scheduling_gates: list[dict[str, Any]] | None = None
 
 
 class ContainerStateTerminated(base.UpstreamModel):

@@ -1,5 +1,7 @@
-"""``Pod`` keys: count a failed restore once; remove the ``kontinue.dev/checkpoint`` finalizer
-when the decision says so, or requeue at its recheck time."""
+"""``Pod`` keys: count a failed restore once; give a pod gated on an awaited set the set's
+verdict and ungate it (kontinue/restore_plan.py ``verdict``); remove the
+``kontinue.dev/checkpoint`` finalizer when the decision says so, or requeue at its recheck
+time."""
 
 from __future__ import annotations
 
@@ -22,6 +24,12 @@ async def reconcile(ctx: context.Context, namespace: str, name: str) -> None:
         await _count_restore_failure(ctx, pod, *failure)
         return  # the annotation write brings the pod back with a new version
     state = ctx.caches
+    if (found := deciding.set_verdict(state, pod)) is not None and found.ready:
+        if await acting.release_verdict_gate(
+            ctx.kube, pod, member=found.member, wait_seconds=found.wait_seconds
+        ):
+            log.info("set verdict pod=%s/%s: %s", namespace, name, found.reason)
+        return  # the patch brings the pod back with a new version
     decision = reconciling.finalizer(
         pod,
         checkpoints=state.checkpoints_of_pod(pod.metadata.uid or ""),

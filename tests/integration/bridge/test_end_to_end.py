@@ -132,7 +132,12 @@ class System:
 
 @contextlib.asynccontextmanager
 async def system(
-    tmp_path: Path, *, opted_in: bool, wait_seconds: int = 600, replicas: int = 1
+    tmp_path: Path,
+    *,
+    opted_in: bool,
+    wait_seconds: int = 600,
+    replicas: int = 1,
+    gpus_quota: int = 1,
 ) -> AsyncIterator[System]:
     one_gpu = gpus.GpuProfile(count=1)
     specs = [nodes.NodeSpec("gpu-a", gpu=one_gpu), nodes.NodeSpec("gpu-b", gpu=one_gpu)]
@@ -192,7 +197,7 @@ async def system(
         try:
             async with kueue_controller.Kueue(c.api):
                 env = Env(c.api)
-                await env.setup_queues(gpus=1)
+                await env.setup_queues(gpus=gpus_quota)
                 if opted_in:
                     labels = {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: "dev"}
                     await admin.patch(

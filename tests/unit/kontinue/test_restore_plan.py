@@ -280,3 +280,48 @@ def test_retention_follows_carried_forward_members() -> None:
         for cp in catalog.retention([WHOLE, carried, newer], policy=_policy(retention={"keep": 1}))
     }
     assert doomed == {"carried"}
+
+
+# --- the set verdict for gated pods (wait mode) --------------------------------------------
+
+
+def test_plan_gates_only_a_coupled_wait_on_a_set_with_siblings() -> None:
+    saving = _set("saving", 3, {"index=0": SAVED, "index=1": SAVING})
+    assert _plan([WHOLE, saving], "index=0").await_verdict
+    assert not _plan([WHOLE, saving], "index=1", "independent").await_verdict
+    alone = _set("alone", 3, {"index=0": SAVING})
+    assert not _plan([WHOLE, alone], "index=0").await_verdict
+
+
+@pytest.mark.parametrize(
+    ("members", "phase", "who", "expected"),
+    [
+        ({"index=0": SAVED, "index=1": FAILED}, "Failed", "index=0", restore_plan.NOT_RESTORABLE),
+        ({"index=0": SAVED, "index=1": FAILED}, "Failed", "index=1", restore_plan.NOT_RESTORABLE),
+        ({"index=0": SAVED, "index=1": SAVED}, "Succeeded", "index=1", "v-uid-1"),
+        (
+            {"index=0": SAVED, "index=1": CARRIED},
+            "Succeeded",
+            "index=1",
+            restore_plan.NOT_RESTORABLE,
+        ),
+        ({"index=0": SAVED, "index=1": CARRIED}, "Succeeded", "index=0", "v-uid-0"),
+    ],
+    ids=["torn-sibling", "torn-self", "all-saved", "self-carried", "sibling-carried"],
+)
+def test_verdict_follows_the_set_not_the_members_own_directory(
+    members: dict[str, checkpoint.MemberState], phase: str, who: str, expected: str
+) -> None:
+    cp = _set("v", 3, members, phase)
+    found = restore_plan.verdict(cp, identity=who, policy=_policy())
+    assert found.ready
+    assert found.member == expected
+    assert found.wait_seconds == (600 if expected != restore_plan.NOT_RESTORABLE else 0)
+
+
+def test_verdict_waits_while_the_set_saves_and_falls_back_when_it_is_gone() -> None:
+    saving = _set("saving", 3, {"index=0": SAVED, "index=1": SAVING})
+    assert not restore_plan.verdict(saving, identity="index=0", policy=_policy()).ready
+    gone = restore_plan.verdict(None, identity="index=0", policy=_policy())
+    assert gone.ready
+    assert gone.member == restore_plan.NOT_RESTORABLE

@@ -674,3 +674,50 @@ def test_a_malformed_completion_index_leaves_the_pod_unplumbed_with_a_warning() 
     verdict = _mutate(pod, _with_checkpoints(pod))
     assert not verdict.patch
     assert any("no member identity" in w for w in verdict.warnings)
+
+
+def test_a_multi_member_set_still_saving_gates_the_pod_on_the_bridges_verdict() -> None:
+    """Issue 11 item 1, wait mode: a pod's own member being complete proves nothing about its
+    siblings, so under coupled consistency the pod waits behind the set-verdict gate and its
+    restore reads the directory to use from the annotation the bridge writes before ungating."""
+    pod = support.kueue_pod()
+    pod["metadata"]["annotations"] = {
+        keys.JOB_COMPLETION_INDEX_ANNOTATION: "0",
+        keys.RESTORE_MEMBER_ANNOTATION: "forged",
+    }
+    owner = support.lineage_of(pod)
+    old = support.make_checkpoint(
+        "cp-old", lineage=owner, minutes_ago=60, members=[("a0", "uid-a0", 0), ("a1", "uid-a1", 1)]
+    )
+    saving = support.make_checkpoint(
+        "cp-new",
+        lineage=owner,
+        phase="InProgress",
+        minutes_ago=1,
+        members=[("b0", "uid-b0", 0), ("b1", "uid-b1", 1)],
+    )
+    verdict = _mutate(pod, _with_checkpoints(pod, old, saving))
+    out = support.apply_patch(pod, verdict.patch)
+    assert support.pod_errors(out) == []
+    assert out["spec"]["schedulingGates"] == [{"name": keys.SET_VERDICT_GATE}]
+    assert keys.RESTORE_MEMBER_ANNOTATION not in out["metadata"]["annotations"]
+    init = out["spec"]["initContainers"][0]
+    names = [e["name"] for e in init["env"]]
+    # the downward-API variables come before the values that expand them
+    assert names.index(keys.ENV_VERDICT_MEMBER) < names.index(keys.ENV_WAIT_FOR)
+    assert names.index(keys.ENV_VERDICT_WAIT) < names.index(keys.ENV_WAIT_SECONDS)
+    env = _env(init)
+    member_ref = env[keys.ENV_VERDICT_MEMBER]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert member_ref == f"metadata.annotations['{keys.RESTORE_MEMBER_ANNOTATION}']"
+    own = lineage.lineage_dir(owner)
+    assert env[keys.ENV_WAIT_FOR]["value"].endswith(f"{own}/$({keys.ENV_VERDICT_MEMBER})")
+    assert env[plumbing.ENV_WAIT_SECONDS]["value"] == f"$({keys.ENV_VERDICT_WAIT})"
+    assert env[plumbing.ENV_RESTORE_SOURCE]["value"].endswith("/uid-a0")
+
+    # independent consistency trusts the member alone: no gate
+    snap = _with_checkpoints(pod, old, saving)
+    snap.policies["default"] = support.checkpoint_policy(
+        "default", {"restore": {"consistency": "independent"}}
+    )
+    out = support.apply_patch(pod, _mutate(pod, snap).patch)
+    assert "schedulingGates" not in out["spec"]

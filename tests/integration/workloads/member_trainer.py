@@ -1,0 +1,69 @@
+"""A multi-pod test workload that knows its member identity (docs/api.md, "Member identity").
+
+Run as ``python -m tests.integration.workloads.member_trainer`` in the emulated cluster's pods.
+It counts steps; on SIGTERM it saves ``state.json`` (its identity and step) and a
+``MANIFEST.json`` naming ``"member"`` (kontinue/checkpoint_format.py ``write_manifest``), writes
+the ``{"kontinue": "saved"}`` termination message and exits 143. On start it follows
+``KONTINUE_RESTORE_FROM`` when the restore init-container linked it, refuses (exit 7) a directory
+saved by another identity, and prints one ``RESTORED member=<m> step=<n> dir=<saver pod uid>``
+line. If ``<MEMBER_CONTROL_DIR>/torn-<index>`` exists at SIGTERM it ignores the signal (a save
+the grace period cuts short: SIGKILL, no manifest).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from kontinue import checkpoint_format, identity, keys
+
+WRONG_MEMBER_EXIT = 7
+
+
+def main() -> int:
+    member = os.environ[keys.ENV_MEMBER]
+    target = Path(os.environ[keys.ENV_CHECKPOINT_DIR])
+    control = Path(os.environ.get("MEMBER_CONTROL_DIR", "/nonexistent"))
+    log = Path(os.environ.get(keys.ENV_TERMINATION_LOG) or "/dev/termination-log")
+    step = 0
+    link = os.environ.get(keys.ENV_RESTORE_FROM, "")
+    if link and os.path.lexists(link):
+        source = Path(os.path.realpath(link))
+        manifest = json.loads((source / checkpoint_format.MANIFEST_NAME).read_text())
+        state = json.loads((source / "state.json").read_text())
+        if manifest.get(keys.MANIFEST_MEMBER_KEY) != member or state["member"] != member:
+            print(f"WRONG-MEMBER mine={member} saved-by={manifest.get('member')}", flush=True)
+            return WRONG_MEMBER_EXIT
+        step = int(state["step"])
+        print(f"RESTORED member={member} step={step} dir={source.name}", flush=True)
+    else:
+        print(f"COLD member={member}", flush=True)
+    stopping = False
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    while not stopping:
+        step += 1
+        print(f"PROGRESS step={step} member={member}", flush=True)
+        time.sleep(0.05)
+    if (control / f"torn-{identity.index_of(member)}").exists():
+        while True:  # never saves: the grace period ends in SIGKILL
+            time.sleep(1)
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "state.json").write_text(json.dumps({"member": member, "step": step}))
+    checkpoint_format.write_manifest(target, extra={keys.MANIFEST_MEMBER_KEY: member, "step": step})
+    log.write_text(json.dumps({keys.SAVED_MARKER_KEY: keys.SAVED_MARKER_VALUE, "step": step}))
+    print(f"SAVED member={member} step={step}", flush=True)
+    return 143
+
+
+if __name__ == "__main__":
+    sys.exit(main())
