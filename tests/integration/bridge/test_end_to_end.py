@@ -138,9 +138,10 @@ async def system(
     wait_seconds: int = 600,
     replicas: int = 1,
     gpus_quota: int = 1,
+    node_count: int = 2,
 ) -> AsyncIterator[System]:
     one_gpu = gpus.GpuProfile(count=1)
-    specs = [nodes.NodeSpec("gpu-a", gpu=one_gpu), nodes.NodeSpec("gpu-b", gpu=one_gpu)]
+    specs = [nodes.NodeSpec(f"gpu-{chr(ord('a') + i)}", gpu=one_gpu) for i in range(node_count)]
     async with cluster.Cluster(nodes=specs, workdir=tmp_path) as c:
         kueue_controller.install_crds(c.api, fixtures.UPSTREAM / "kueue" / "crds")
         kueue_controller.install_crds(c.api, fixtures.FIXTURES / "kueue-emulation")

@@ -16,6 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from emulator import cluster
 from kontinue import keys
 from kontinue.kube import resources
@@ -112,9 +114,9 @@ async def _running_all(s: System, job: str, count: int, *, exclude: set[str]) ->
     )
 
 
-async def _preempt(s: System, name: str, control: Path) -> None:
+async def _preempt(s: System, name: str, control: Path, pods: int = 2) -> None:
     await s.admin.create(
-        resources.JOBS, _job(name, priority="high", pods=2, control=control, steps=1)
+        resources.JOBS, _job(name, priority="high", pods=pods, control=control, steps=1)
     )
     await s.cluster.wait_for(
         resources.JOBS, name, NS, cluster.job_condition("Complete"), timeout=90
@@ -130,59 +132,90 @@ def _restores(s: System, pods: list[Obj]) -> dict[str, tuple[int, str]]:
     return found
 
 
-async def test_a_torn_member_sends_every_pod_of_the_next_incarnation_to_the_older_whole_set(
-    tmp_path: Path,
-) -> None:
-    """Issue 11 item 1 in wait mode: the new pods are created while the torn set is still
-    unrecorded (the bridge cannot write Checkpoint status); member 0's own directory is complete,
-    yet both pods resume from the older whole set, because they wait, gated, for the bridge's
-    verdict on the set. On main, pod 0 restored the torn set's member 0 and pod 1 the older set."""
+def _index(pod: Obj) -> str:
+    return f"index={pod['metadata']['annotations'][keys.JOB_COMPLETION_INDEX_ANNOTATION]}"
+
+
+@pytest.mark.parametrize("pods", [2, 4])
+async def test_preempt_one_then_evict_all_with_a_torn_member(tmp_path: Path, pods: int) -> None:
+    """The timeline of docs/restore-timeline.md, for 2- and 4-pod Indexed Jobs (coupled):
+
+    1. Kueue evicts the Job: set W (every member saves); every new pod restores its own member.
+    2. The Eviction API evicts index 0 alone: partial set P holds only index 0; its replacement
+       restores P's member, the other pods run on.
+    3. Kueue evicts the Job again; the last index is SIGKILLed mid-save (set T Failed), and the
+       new pods are created while the bridge cannot yet record T (its status writes fail), so they
+       wait, gated, for T's verdict. Then: index 0 resumes from P, every other index from W —
+       never from T, never from another identity's directory (issue 19 item 1: on main the
+       index-1 pod restored P's index-0 directory; issue 11 item 1: pod 0 restored T's member 0
+       while the others fell back).
+    """
     control = tmp_path / "control"
     control.mkdir()
-    async with system(tmp_path, opted_in=True, wait_seconds=3, gpus_quota=2) as s:
-        await s.admin.create(resources.JOBS, _job("par", priority="low", pods=2, control=control))
-        first = await _running_all(s, "par", 2, exclude=set())
-        await _preempt(s, "high-1", control)
+    everyone = [f"index={i}" for i in range(pods)]
+    async with system(
+        tmp_path, opted_in=True, wait_seconds=3, gpus_quota=pods, node_count=pods
+    ) as s:
+        await s.admin.create(
+            resources.JOBS, _job("par", priority="low", pods=pods, control=control)
+        )
+        first = await _running_all(s, "par", pods, exclude=set())
+        await _preempt(s, "high-1", control, pods)
         seen = {p["metadata"]["uid"] for p in first}
-        second = await _running_all(s, "par", 2, exclude=seen)
+        second = await _running_all(s, "par", pods, exclude=seen)
         (whole,) = await s.checkpoints()
         assert whole.status.phase is checkpoint.Phase.SUCCEEDED, whole.status
-        by_identity = {m.identity: m.pod_uid for m in whole.spec.members}
-        assert set(by_identity) == {"index=0", "index=1"}
+        in_whole = {m.identity: m.pod_uid for m in whole.spec.members}
+        assert sorted(in_whole) == sorted(everyone)
         saved = {m: int(step) for p in first for m, step in SAVED.findall(s.log(p))}
-        # each pod restored its own identity's member of the whole set
-        assert _restores(s, second) == {
-            who: (saved[who], by_identity[who]) for who in ("index=0", "index=1")
+        assert _restores(s, second) == {who: (saved[who], in_whole[who]) for who in everyone}
+
+        # 2. one pod evicted through the Eviction API (a drain): a partial set of index 0 only
+        (zero,) = [p for p in second if _index(p) == "index=0"]
+        await s.admin.evict(resources.PODS, zero["metadata"]["name"], namespace=NS)
+        seen.add(zero["metadata"]["uid"])
+
+        async def partial_done() -> bool:
+            cps = [cp for cp in await s.checkpoints() if cp.name != whole.name]
+            return len(cps) == 1 and cps[0].status.phase is checkpoint.Phase.SUCCEEDED
+
+        await eventually(partial_done, within=60, what="the partial set Succeeded")
+        (partial,) = [cp for cp in await s.checkpoints() if cp.name != whole.name]
+        assert [m.identity for m in partial.spec.members] == ["index=0"]
+        (replacement,) = await _running_all(
+            s, "par", 1, exclude=seen | {p["metadata"]["uid"] for p in second}
+        )
+        (zero_step,) = [int(step) for _, step in SAVED.findall(s.log(zero))]
+        assert _restores(s, [replacement]) == {
+            "index=0": (zero_step, partial.spec.members[0].pod_uid)
         }
 
-        # Now member 1 will be torn, and the bridge cannot record results until we let it.
-        (control / "torn-1").write_text("")
+        # 3. evict all again with the last index torn, the bridge unable to record results
+        (control / f"torn-{pods - 1}").write_text("")
         stall = s.cluster.api.faults.add(
             verb="patch", resource="checkpoints", subresource="status", user=BRIDGE_USER, count=None
         )
-        await _preempt(s, "high-2", control)
-        seen |= {p["metadata"]["uid"] for p in second}
+        await _preempt(s, "high-2", control, pods)
+        seen |= {p["metadata"]["uid"] for p in [*second, replacement]}
 
         async def gated() -> bool:
-            pods = await _live_pods(s, "par", exclude=seen)
-            return len(pods) == 2 and all(
+            found = await _live_pods(s, "par", exclude=seen)
+            return len(found) == pods and all(
                 {"name": keys.SET_VERDICT_GATE} in (p["spec"].get("schedulingGates") or [])
-                for p in pods
+                for p in found
             )
 
-        await eventually(gated, within=60, what="both new pods gated on the set's verdict")
+        await eventually(gated, within=60, what="every new pod gated on the set's verdict")
         await asyncio.sleep(1.0)
         for pod in await _live_pods(s, "par", exclude=seen):
             assert not pod["spec"].get("nodeName"), "a gated pod was scheduled"
         s.cluster.api.faults.remove(stall)
 
-        third = await _running_all(s, "par", 2, exclude=seen)
-        cps = {cp.name: cp for cp in await s.checkpoints()}
-        torn = next(cp for name, cp in cps.items() if name != whole.name)
-        assert torn.status.phase is checkpoint.Phase.FAILED, torn.status
-        # One set for the incarnation: the older whole one, never half of the torn one.
-        assert _restores(s, third) == {
-            who: (saved[who], by_identity[who]) for who in ("index=0", "index=1")
-        }
-        for pod in third:
+        third = await _running_all(s, "par", pods, exclude=seen)
+        torn = [cp for cp in await s.checkpoints() if cp.name not in (whole.name, partial.name)]
+        assert [cp.status.phase for cp in torn] == [checkpoint.Phase.FAILED]
+        expected = {who: (saved[who], in_whole[who]) for who in everyone[1:]}
+        expected["index=0"] = (zero_step, partial.spec.members[0].pod_uid)
+        assert _restores(s, third) == expected
+        for pod in [*first, *second, replacement, *third]:
             assert "WRONG-MEMBER" not in s.log(pod)
