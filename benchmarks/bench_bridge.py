@@ -338,8 +338,8 @@ class BridgeProcess:
             "KONTINUE_NAMESPACE": SYSTEM,
             "KONTINUE_POD_NAME": "bench-bridge",
             "KONTINUE_HEALTH_HOST": "127.0.0.1",
-            "KONTINUE_HEALTH_PORT": str(self.port),
-            "KONTINUE_METRICS_PORT": "0",
+            "KONTINUE_HEALTH_PORT_NUMBER": str(self.port),
+            "KONTINUE_METRICS_PORT_NUMBER": "0",
         }
         env.pop("KUBERNETES_SERVICE_HOST", None)
         with self.log.open("wb") as out:

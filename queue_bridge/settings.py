@@ -2,7 +2,8 @@
 
 Every value has a default that matches manifests/bridge/ (Lease ``kontinue-bridge`` in the
 namespace the downward API gives, health on 8081), so the Deployment sets only what it must.
-A bad value fails at start with the variable named.
+A bad value fails at start with the variable named. No variable name here is one a kubelet's
+Service links can produce (see :mod:`webhook.settings`): ports are ``*_PORT_NUMBER``.
 
 Timing knobs, and why they exist:
 
@@ -77,9 +78,13 @@ class Settings:
         if self.max_queued_keys < 1:
             raise ValueError(f"KONTINUE_BRIDGE_MAX_KEYS: must be >= 1, got {self.max_queued_keys}")
         if not 0 < self.health_port < 65536:
-            raise ValueError(f"KONTINUE_HEALTH_PORT: {self.health_port} is not a port number")
+            raise ValueError(
+                f"KONTINUE_HEALTH_PORT_NUMBER: {self.health_port} is not a port number"
+            )
         if not 0 <= self.metrics_port < 65536:
-            raise ValueError(f"KONTINUE_METRICS_PORT: {self.metrics_port} is not a port number")
+            raise ValueError(
+                f"KONTINUE_METRICS_PORT_NUMBER: {self.metrics_port} is not a port number"
+            )
         for name, value in (
             ("KONTINUE_RESYNC_SECONDS", self.resync_seconds),
             ("KONTINUE_FINALIZER_MARGIN_SECONDS", self.finalizer_margin_seconds),
@@ -113,8 +118,8 @@ class Settings:
                 values[field] = env[variable]
         for variable, field in (
             ("KONTINUE_LEASE_DURATION_SECONDS", "lease_duration_seconds"),
-            ("KONTINUE_HEALTH_PORT", "health_port"),
-            ("KONTINUE_METRICS_PORT", "metrics_port"),
+            ("KONTINUE_HEALTH_PORT_NUMBER", "health_port"),
+            ("KONTINUE_METRICS_PORT_NUMBER", "metrics_port"),
             ("KONTINUE_BRIDGE_WORKERS", "workers"),
             ("KONTINUE_BRIDGE_MAX_KEYS", "max_queued_keys"),
         ):

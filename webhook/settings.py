@@ -2,6 +2,12 @@
 
 Every value has a default matching manifests/webhook/, so the Deployment sets only what the
 downward API knows (namespace) and the image. Bad values fail at start with the variable named.
+
+No variable name here is one a kubelet's Service links can produce (``<SERVICE>_PORT``,
+``<SERVICE>_SERVICE_HOST``, ``<SERVICE>_SERVICE_PORT[_<NAME>]``, ``<SERVICE>_PORT_<N>_<PROTO>[_…]``,
+kubernetes/kubernetes ``pkg/kubelet/envvars/envvars.go``): the Service ``kontinue-webhook``
+yields ``KONTINUE_WEBHOOK_PORT=tcp://10.96.x.x:443``, which is why the listening port is
+``KONTINUE_WEBHOOK_PORT_NUMBER``. The Deployments also turn service links off.
 """
 
 from __future__ import annotations
@@ -72,9 +78,9 @@ class Settings:
         for variable, field in text_fields.items():
             if env.get(variable):
                 values[field] = env[variable]
-        if raw := env.get("KONTINUE_WEBHOOK_PORT"):
+        if raw := env.get("KONTINUE_WEBHOOK_PORT_NUMBER"):
             if not raw.isdigit() or not 0 < int(raw) < 65536:
-                raise ValueError(f"KONTINUE_WEBHOOK_PORT: {raw!r} is not a port number")
+                raise ValueError(f"KONTINUE_WEBHOOK_PORT_NUMBER: {raw!r} is not a port number")
             values["port"] = int(raw)
         if raw := env.get("KONTINUE_WEBHOOK_CERT_MODE"):
             try:

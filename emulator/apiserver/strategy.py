@@ -77,6 +77,28 @@ def defaults(obj: Object, kind: kinds.Kind) -> None:
                 condition.setdefault("lastTransitionTime", None)
     elif kind.key == ("batch", "jobs"):
         _job_defaults(obj)
+    elif kind.key == ("", "services"):
+        _service_defaults(obj.setdefault("spec", {}))
+
+
+def _service_defaults(spec: Object) -> None:
+    """``SetDefaults_Service`` (pkg/apis/core/v1/defaults.go): type, affinity, port protocol and
+    targetPort."""
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    spec.setdefault("internalTrafficPolicy", "Cluster")
+    for port in spec.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port.get("port"))
+
+
+def _cluster_ip(uid: str) -> str:
+    """An address in the default service range 10.96.0.0/12, derived from the uid (upstream
+    allocates at random from ``--service-cluster-ip-range``: pkg/registry/core/service/
+    ipallocator). Only ever a string here: nothing routes it."""
+    number = int(uid.replace("-", "")[:8], 16) if uid else 1
+    return f"10.96.{(number >> 8) % 256}.{number % 254 + 1}"
 
 
 def _qos(spec: Object) -> str:
@@ -150,6 +172,16 @@ def prepare_for_create(obj: Object, kind: kinds.Kind) -> None:
                     "job-name": meta["name"],
                 }
             )
+    elif kind.key == ("", "services"):
+        spec = obj.setdefault("spec", {})
+        if spec.get("type", "ClusterIP") != "ExternalName" and not spec.get("clusterIP"):
+            spec["clusterIP"] = _cluster_ip(meta["uid"])
+        if spec.get("clusterIP"):
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+            # pkg/registry/core/service/storage/alloc.go: single-stack IPv4 on this cluster
+            spec.setdefault("ipFamilies", ["IPv4"])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
+        obj["status"] = {"loadBalancer": {}}
     elif kind.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
         obj["status"] = _crd_status(obj)
     elif kind.status and kind.schema is not None:

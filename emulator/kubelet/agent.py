@@ -6,7 +6,8 @@ writes as ``system:node:<node>``, and once a deleted pod's containers are all st
 DELETE with ``gracePeriodSeconds: 0`` and a ``uid`` precondition -- recordings 09/29/33 in
 tests/fixtures/admission). The pod's life itself (start, relist, SIGTERM, grace, SIGKILL, the
 exact status sequence) is :class:`emulator.kubelet.worker.PodWorker`; this module only wires it
-to the API.
+to the API, and gives it the Service-link variables a real kubelet adds to every container
+(:mod:`emulator.kubelet.servicelinks`).
 
 Status writes replace ``pods/status`` at the resourceVersion just read, keeping conditions the
 kubelet does not own that appeared meanwhile (a scheduler's ``DisruptionTarget``), and retry on a
@@ -28,7 +29,7 @@ from typing import Any
 
 from emulator import informer
 from emulator.apiserver import server
-from emulator.kubelet import launch, runtime, status, worker
+from emulator.kubelet import launch, runtime, servicelinks, status, worker
 from kontinue.kube import errors, resources
 
 log = logging.getLogger("emulator.kubelet")
@@ -104,6 +105,7 @@ class Agent:
     async def _run(self, pod_worker: worker.PodWorker) -> None:
         uid = _uid(pod_worker.pod)
         try:
+            pod_worker.service_env = await self._service_env(pod_worker.pod)
             outcome = await pod_worker.run()
             self.finished[uid] = outcome
             if outcome.final_delete:
@@ -113,6 +115,15 @@ class Agent:
         finally:
             self.workers.pop(uid, None)
             self._tasks.pop(uid, None)
+
+    async def _service_env(self, pod: Object) -> dict[str, str]:
+        """Service links for the pod's containers (:mod:`emulator.kubelet.servicelinks`)."""
+        namespace = pod["metadata"]["namespace"]
+        found = (await self.client.list(resources.SERVICES, namespace=namespace))["items"]
+        if namespace != "default":
+            found += (await self.client.list(resources.SERVICES, namespace="default"))["items"]
+        enabled = (pod.get("spec") or {}).get("enableServiceLinks", True) is not False
+        return servicelinks.variables(found, namespace=namespace, enable_service_links=enabled)
 
     async def _final_delete(self, pod: Object) -> None:
         meta = pod["metadata"]

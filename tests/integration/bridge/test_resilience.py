@@ -137,8 +137,8 @@ async def test_the_entry_point_leads_serves_health_and_releases_its_lease_on_sig
         "KONTINUE_NAMESPACE": SYSTEM,
         "KONTINUE_POD_NAME": "bridge-process",
         "KONTINUE_HEALTH_HOST": "127.0.0.1",
-        "KONTINUE_HEALTH_PORT": str(port),
-        "KONTINUE_METRICS_PORT": "0",
+        "KONTINUE_HEALTH_PORT_NUMBER": str(port),
+        "KONTINUE_METRICS_PORT_NUMBER": "0",
     }
     env.pop("KUBERNETES_SERVICE_HOST", None)
     process = await asyncio.create_subprocess_exec(
@@ -190,8 +190,8 @@ async def test_the_entry_point_exits_1_once_logged_when_its_lease_is_taken(
         "KONTINUE_NAMESPACE": SYSTEM,
         "KONTINUE_POD_NAME": "bridge-process",
         "KONTINUE_HEALTH_HOST": "127.0.0.1",
-        "KONTINUE_HEALTH_PORT": str(port),
-        "KONTINUE_METRICS_PORT": "0",
+        "KONTINUE_HEALTH_PORT_NUMBER": str(port),
+        "KONTINUE_METRICS_PORT_NUMBER": "0",
         "KONTINUE_LEASE_DURATION_SECONDS": "3",
         "KONTINUE_LEASE_RENEW_SECONDS": "0.3",
         "KONTINUE_LEASE_DEADLINE_SECONDS": "2",

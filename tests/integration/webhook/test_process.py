@@ -45,13 +45,13 @@ async def test_bad_setting_stops_the_process_naming_the_variable() -> None:
         sys.executable,
         "-m",
         "webhook",
-        env=_env(KONTINUE_WEBHOOK_PORT="https"),
+        env=_env(KONTINUE_WEBHOOK_PORT_NUMBER="https"),
         stderr=asyncio.subprocess.PIPE,
         cwd=fixtures.ROOT,
     )
     _, stderr = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 1
-    assert b"KONTINUE_WEBHOOK_PORT: 'https' is not a port number" in stderr
+    assert b"KONTINUE_WEBHOOK_PORT_NUMBER: 'https' is not a port number" in stderr
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ async def test_process_becomes_ready_and_exits_cleanly_on_sigterm(
             KUBECONFIG=str(kubeconfig),
             KONTINUE_NAMESPACE=SYSTEM,
             KONTINUE_WEBHOOK_HOST="127.0.0.1",
-            KONTINUE_WEBHOOK_PORT=str(port),
+            KONTINUE_WEBHOOK_PORT_NUMBER=str(port),
             KONTINUE_QUEUE_SYSTEMS="kueue",
             KONTINUE_WEBHOOK_DRAIN_SECONDS="0.2",
         ),

@@ -36,7 +36,10 @@ def test_values_are_read() -> None:
         ({"KONTINUE_BRIDGE_WORKERS": "many"}, "KONTINUE_BRIDGE_WORKERS: 'many' is not a whole"),
         ({"KONTINUE_BRIDGE_WORKERS": "0"}, "KONTINUE_BRIDGE_WORKERS: must be >= 1"),
         ({"KONTINUE_SETTLE_SECONDS": "soon"}, "KONTINUE_SETTLE_SECONDS: 'soon' is not a number"),
-        ({"KONTINUE_HEALTH_PORT": "70000"}, "KONTINUE_HEALTH_PORT: 70000 is not a port"),
+        (
+            {"KONTINUE_HEALTH_PORT_NUMBER": "70000"},
+            "KONTINUE_HEALTH_PORT_NUMBER: 70000 is not a port",
+        ),
         ({"KONTINUE_ADMISSION_CHECK": "yes"}, "KONTINUE_ADMISSION_CHECK: 'yes' is not true or"),
         ({"KONTINUE_LEASE_RENEW_SECONDS": "20"}, "need KONTINUE_LEASE_RENEW_SECONDS <"),
         ({"KONTINUE_FINALIZER_MARGIN_SECONDS": "0"}, "KONTINUE_FINALIZER_MARGIN_SECONDS: must"),

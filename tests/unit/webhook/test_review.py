@@ -85,7 +85,7 @@ def test_settings_from_env() -> None:
     config = settings.Settings.from_env(
         {
             "KONTINUE_NAMESPACE": "ops",
-            "KONTINUE_WEBHOOK_PORT": "8443",
+            "KONTINUE_WEBHOOK_PORT_NUMBER": "8443",
             "KONTINUE_WEBHOOK_CERT_MODE": "files",
             "KONTINUE_QUEUE_SYSTEMS": "kueue",
             "KONTINUE_TRUSTED_USERS": "a, b",
@@ -103,8 +103,8 @@ def test_settings_from_env() -> None:
 @pytest.mark.parametrize(
     ("env", "says"),
     [
-        ({"KONTINUE_WEBHOOK_PORT": "http"}, "KONTINUE_WEBHOOK_PORT"),
-        ({"KONTINUE_WEBHOOK_PORT": "70000"}, "KONTINUE_WEBHOOK_PORT"),
+        ({"KONTINUE_WEBHOOK_PORT_NUMBER": "http"}, "KONTINUE_WEBHOOK_PORT_NUMBER"),
+        ({"KONTINUE_WEBHOOK_PORT_NUMBER": "70000"}, "KONTINUE_WEBHOOK_PORT_NUMBER"),
         ({"KONTINUE_WEBHOOK_CERT_MODE": "acme"}, "KONTINUE_WEBHOOK_CERT_MODE"),
         ({"KONTINUE_QUEUE_SYSTEMS": "kueue,slurm"}, "slurm"),
         ({"KONTINUE_WEBHOOK_DRAIN_SECONDS": "soon"}, "KONTINUE_WEBHOOK_DRAIN_SECONDS"),
