@@ -19,7 +19,7 @@ from typing import Any
 
 from kontinue import catalog, identity, keys, lineage, optin, restore_plan
 from kontinue.models import base, core, errors
-from webhook import metrics, plumbing, review, settings, validation
+from webhook import job_plumbing, metrics, plumbing, review, settings, validation
 from webhook import state as state_module
 
 Obj = dict[str, Any]
@@ -140,9 +140,12 @@ def mutate_job(request: review.AdmissionRequest, *, state: state_module.State) -
     if not decision.opted_in:
         return review.allow(warnings=decision.warnings, decision=metrics.NOT_OPTED_IN)
     opted_out = optin.opted_out(meta)
-    plan = plumbing.propagate_opt_out(obj) if opted_out else plumbing.plumb_job(obj)
+    plan = job_plumbing.propagate_opt_out(obj) if opted_out else job_plumbing.plumb_job(obj)
     decided = metrics.NOT_OPTED_IN if opted_out else metrics.PLUMBED
-    return review.allow(plan.patch, [*decision.warnings, *plan.warnings], decision=decided)
+    warnings = [*decision.warnings, *plan.warnings]
+    if not opted_out:
+        warnings += job_plumbing.identity_warning(obj)
+    return review.allow(plan.patch, warnings, decision=decided)
 
 
 def mutate(

@@ -1,4 +1,6 @@
-"""Pure: the JSON Patch that plumbs an opted-in pod or Job. No I/O, no aiohttp.
+"""Pure: the JSON Patch that plumbs an opted-in pod. No I/O, no aiohttp.
+
+It renders the restore plan (kontinue/restore_plan.py) and decides nothing about restores.
 
 Pod (CREATE), per its ``CheckpointPolicy`` (DESIGN.md, "Checkpoint engines"/"Restore"):
 
@@ -35,10 +37,7 @@ writes when the set is terminal (kontinue/restore_plan.py ``verdict``): the awai
 directory if every member saved, else a directory that never exists, so the restore goes
 straight to the fallback. Every pod of the incarnation thus follows the one verdict.
 
-Job (``batch/v1``, CREATE): ``podReplacementPolicy: Failed`` and the podFailurePolicy rule
-``{action: Ignore, onPodConditions: [{type: DisruptionTarget}]}`` ahead of the user's rules
-(shared/reference/job-accounting.md). A Job whose pods restart ``OnFailure`` cannot take a
-podFailurePolicy (apiserver validation): admitted unchanged, with a warning.
+Jobs: :mod:`webhook.job_plumbing`.
 """
 
 from __future__ import annotations
@@ -66,11 +65,6 @@ ENV_WAIT_SECONDS = keys.ENV_WAIT_SECONDS
 RESERVED_ENV = frozenset(
     {keys.ENV_POD_UID, keys.ENV_CHECKPOINT_DIR, keys.ENV_RESTORE_FROM, keys.ENV_MEMBER}
 )
-MAX_POD_FAILURE_RULES = 20  # k8s.io/kubernetes pkg/apis/batch/validation maxPodFailurePolicyRules
-DISRUPTION_RULE: Obj = {
-    "action": "Ignore",
-    "onPodConditions": [{"type": keys.POD_CONDITION_DISRUPTION_TARGET, "status": "True"}],
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,7 +224,7 @@ def _affinity_ops(spec: Obj, required: dict[str, str]) -> tuple[list[review.Json
     return [{"op": op, "path": "/spec/affinity", "value": affinity}], ""
 
 
-def _annotation_ops(meta: Obj, wanted: dict[str, str | None]) -> list[review.JsonPatchOp]:
+def annotation_ops(meta: Obj, wanted: dict[str, str | None]) -> list[review.JsonPatchOp]:
     """Set (value) or remove (``None``) annotations; creates the map when absent."""
     current: dict[str, str] = meta.get("annotations") or {}
     ops: list[review.JsonPatchOp] = []
@@ -298,7 +292,7 @@ def plumb_pod(
         else:
             ops += affinity_ops
 
-    ops += _annotation_ops(
+    ops += annotation_ops(
         meta,
         {
             keys.LINEAGE_ANNOTATION: lineage.annotation_value(pod_lineage),
@@ -401,85 +395,3 @@ def plumb_pod(
         else:
             ops.append({"op": "add", "path": "/spec/initContainers/0", "value": init})
     return Plan(ops, warnings)
-
-
-def plumb_job(job: Obj) -> Plan:
-    """The patch for an opted-in ``batch/v1`` Job on CREATE (see the module docstring)."""
-    spec: Obj = job.get("spec") or {}
-    template_spec: Obj = (spec.get("template") or {}).get("spec") or {}
-    if template_spec.get("restartPolicy") == "OnFailure":
-        return Plan(
-            [],
-            [
-                "kontinue: restartPolicy OnFailure cannot take a podFailurePolicy, so a "
-                "preemption of this Job counts against backoffLimit; use restartPolicy Never"
-            ],
-        )
-    ops: list[review.JsonPatchOp] = []
-    warnings: list[str] = []
-    current = spec.get("podReplacementPolicy")
-    if current != "Failed":
-        op = "add" if current is None else "replace"
-        ops.append({"op": op, "path": "/spec/podReplacementPolicy", "value": "Failed"})
-    policy = spec.get("podFailurePolicy")
-    rules: list[Obj] = list((policy or {}).get("rules") or [])
-    if rules and _is_disruption_rule(rules[0]):
-        return Plan(ops, warnings)
-    if len(rules) >= MAX_POD_FAILURE_RULES:
-        warnings.append(
-            f"kontinue: podFailurePolicy already has {len(rules)} rules (the maximum); a "
-            "preemption of this Job may count against backoffLimit"
-        )
-        return Plan(ops, warnings)
-    if policy is None:
-        ops.append(
-            {"op": "add", "path": "/spec/podFailurePolicy", "value": {"rules": [DISRUPTION_RULE]}}
-        )
-    elif "rules" not in policy:
-        ops.append(
-            {"op": "add", "path": "/spec/podFailurePolicy/rules", "value": [DISRUPTION_RULE]}
-        )
-    else:
-        ops.append(
-            {"op": "add", "path": "/spec/podFailurePolicy/rules/0", "value": DISRUPTION_RULE}
-        )
-    return Plan(ops, warnings)
-
-
-def _is_disruption_rule(rule: Obj) -> bool:
-    conditions = rule.get("onPodConditions") or []
-    return (
-        rule.get("action") == "Ignore"
-        and len(conditions) == 1
-        and conditions[0].get("type") == keys.POD_CONDITION_DISRUPTION_TARGET
-        and conditions[0].get("status", "True") == "True"
-    )
-
-
-def propagate_opt_out(job: Obj) -> Plan:
-    """Copy a Job's opt-out annotation onto its pod template (pods do not inherit annotations).
-
-    Without this, every pod of an opted-out Job in an opted-in queue would be plumbed, because
-    the admission path reads only the pod and caches, not the owner.
-    """
-    template: Obj = (job.get("spec") or {}).get("template") or {}
-    meta: Obj = template.get("metadata") or {}
-    value = "false"
-    if (meta.get("annotations") or {}).get(keys.CHECKPOINT_OPT_OUT_ANNOTATION) == value:
-        return Plan([], [])
-    if "metadata" not in template:
-        return Plan(
-            [
-                {
-                    "op": "add",
-                    "path": "/spec/template/metadata",
-                    "value": {"annotations": {keys.CHECKPOINT_OPT_OUT_ANNOTATION: value}},
-                }
-            ],
-            [],
-        )
-    ops = [
-        {**op, "path": "/spec/template" + op["path"]}
-        for op in _annotation_ops(meta, {keys.CHECKPOINT_OPT_OUT_ANNOTATION: value})
-    ]
-    return Plan(ops, [])

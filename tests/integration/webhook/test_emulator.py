@@ -32,7 +32,7 @@ from kontinue.models import checkpoint
 from tests import fixtures
 from tests.unit.webhook import support
 from webhook import __main__ as main
-from webhook import plumbing, settings
+from webhook import job_plumbing, plumbing, settings
 
 Obj = dict[str, Any]
 NS = "team-a"
@@ -243,7 +243,7 @@ async def test_kueue_job_and_its_pods_are_mutated_on_creation(cluster: Cluster) 
     await eventually(job_is_patched)
     job = await cluster.admin.create(resources.JOBS, _job())
     assert job["spec"]["podReplacementPolicy"] == "Failed"
-    assert job["spec"]["podFailurePolicy"]["rules"] == [plumbing.DISRUPTION_RULE]
+    assert job["spec"]["podFailurePolicy"]["rules"] == [job_plumbing.DISRUPTION_RULE]
 
     pod = await cluster.job_controller.create(resources.PODS, _pod_for(job))
     pod_lineage = checkpoint.Lineage(

@@ -11,7 +11,7 @@ import pytest
 
 from kontinue import keys, lineage, optin
 from tests.unit.webhook import support
-from webhook import admission, plumbing, review, settings, state
+from webhook import admission, job_plumbing, plumbing, review, settings, state
 
 CONFIG = settings.Settings(image="registry.example/kontinue:test")
 Obj = dict[str, Any]
@@ -577,14 +577,14 @@ def test_job_without_failure_policy_gets_replacement_policy_and_disruption_rule(
     job = _job(podFailurePolicy=None, podReplacementPolicy="TerminatingOrFailed")
     out = support.apply_patch(job, _mutate_job(job).patch)
     assert out["spec"]["podReplacementPolicy"] == "Failed"
-    assert out["spec"]["podFailurePolicy"] == {"rules": [plumbing.DISRUPTION_RULE]}
+    assert out["spec"]["podFailurePolicy"] == {"rules": [job_plumbing.DISRUPTION_RULE]}
 
 
 def test_job_rule_goes_ahead_of_the_users_rules() -> None:
     user_rule = {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}
     job = _job(podFailurePolicy={"rules": [user_rule]})
     out = support.apply_patch(job, _mutate_job(job).patch)
-    assert out["spec"]["podFailurePolicy"]["rules"] == [plumbing.DISRUPTION_RULE, user_rule]
+    assert out["spec"]["podFailurePolicy"]["rules"] == [job_plumbing.DISRUPTION_RULE, user_rule]
 
 
 def test_recorded_job_that_already_has_the_rule_first_is_not_patched() -> None:
@@ -721,3 +721,15 @@ def test_a_multi_member_set_still_saving_gates_the_pod_on_the_bridges_verdict() 
     )
     out = support.apply_patch(pod, _mutate(pod, snap).patch)
     assert "schedulingGates" not in out["spec"]
+
+
+def test_a_non_indexed_job_with_parallelism_is_warned_it_can_only_share_state() -> None:
+    job = _job(podFailurePolicy=None)
+    job["spec"]["parallelism"] = 3
+    verdict = _mutate_job(job)
+    assert any("NonIndexed Job with parallelism 3" in w for w in verdict.warnings)
+    job["spec"]["completionMode"] = "Indexed"
+    assert not any("NonIndexed" in w for w in _mutate_job(job).warnings)
+    job["spec"].pop("completionMode")
+    job["spec"]["parallelism"] = 1
+    assert not any("NonIndexed" in w for w in _mutate_job(job).warnings)
