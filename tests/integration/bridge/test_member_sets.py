@@ -20,7 +20,7 @@ import pytest
 
 from emulator import cluster
 from kontinue import keys
-from kontinue.kube import resources
+from kontinue.kube import api, resources
 from kontinue.models import checkpoint
 from tests.integration.bridge.conftest import BRIDGE_USER, eventually
 from tests.integration.bridge.test_end_to_end import GRACE, NS, System, system
@@ -219,3 +219,75 @@ async def test_preempt_one_then_evict_all_with_a_torn_member(tmp_path: Path, pod
         assert _restores(s, third) == expected
         for pod in [*first, *second, replacement, *third]:
             assert "WRONG-MEMBER" not in s.log(pod)
+
+
+async def _cordon(s: System, node: str, *, on: bool) -> None:
+    await s.admin.patch(
+        resources.NODES, node, {"spec": {"unschedulable": on}}, content_type=api.MERGE_PATCH
+    )
+
+
+async def test_a_pod_unschedulable_at_eviction_is_carried_forward_and_resumes_its_own_state(
+    tmp_path: Path,
+) -> None:
+    """Issue 19 item 2 with a 3-pod Indexed Job: one pod is still Pending (its node cordoned)
+    when Kueue evicts the Job. The set Succeeds with that member carried forward, and the next
+    incarnation resumes the two that ran from the new set and the third from its own older state.
+    On main the Pending pod failed the set, and every pod fell back to the older set."""
+    control = tmp_path / "control"
+    control.mkdir()
+    everyone = ["index=0", "index=1", "index=2"]
+    async with system(tmp_path, opted_in=True, wait_seconds=3, gpus_quota=3, node_count=3) as s:
+        await s.admin.create(resources.JOBS, _job("par", priority="low", pods=3, control=control))
+        first = await _running_all(s, "par", 3, exclude=set())
+        seen = {p["metadata"]["uid"] for p in first}
+        await _preempt(s, "high-1", control, 1)
+        await _cordon(s, "gpu-c", on=True)  # one of the next incarnation's pods cannot schedule
+        second = await _running_all(s, "par", 2, exclude=seen)
+        (whole,) = await s.checkpoints()
+        assert whole.status.phase is checkpoint.Phase.SUCCEEDED, whole.status
+        in_whole = {m.identity: m.pod_uid for m in whole.spec.members}
+        saved_first = {m: int(step) for p in first for m, step in SAVED.findall(s.log(p))}
+        (pending,) = [
+            p
+            for p in await _live_pods(s, "par", exclude=seen)
+            if p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in second}
+        ]
+        assert not pending["spec"].get("nodeName")
+        never_ran = _index(pending)
+
+        await _preempt(s, "high-2", control, 1)
+        seen |= {p["metadata"]["uid"] for p in [*second, pending]}
+
+        async def recorded() -> bool:
+            cps = [cp for cp in await s.checkpoints() if cp.name != whole.name]
+            return len(cps) == 1 and cps[0].status.phase.terminal
+
+        await eventually(recorded, within=60, what="the second set recorded")
+        (carried,) = [cp for cp in await s.checkpoints() if cp.name != whole.name]
+        assert carried.status.phase is checkpoint.Phase.SUCCEEDED, carried.status
+        states = {
+            m.identity: r.state
+            for m in carried.spec.members
+            for r in carried.status.members
+            if r.pod_name == m.pod_name
+        }
+        assert states == {
+            who: (
+                checkpoint.MemberState.CARRIED_FORWARD
+                if who == never_ran
+                else checkpoint.MemberState.SAVED
+            )
+            for who in everyone
+        }
+        assert "1 carried forward" in (carried.status.message or "")
+        await _cordon(s, "gpu-c", on=False)
+
+        third = await _running_all(s, "par", 3, exclude=seen)
+        in_carried = {m.identity: m.pod_uid for m in carried.spec.members}
+        saved_second = {m: int(step) for p in second for m, step in SAVED.findall(s.log(p))}
+        expected = {
+            who: (saved_second[who], in_carried[who]) for who in everyone if who != never_ran
+        }
+        expected[never_ran] = (saved_first[never_ran], in_whole[never_ran])
+        assert _restores(s, third) == expected
