@@ -291,3 +291,58 @@ async def test_a_pod_unschedulable_at_eviction_is_carried_forward_and_resumes_it
         }
         expected[never_ran] = (saved_first[never_ran], in_whole[never_ran])
         assert _restores(s, third) == expected
+
+
+def _jobset_child(jobset: str, uid: str, replicated: str, job_index: int, control: Path) -> Obj:
+    """A JobSet's child Job as its controller creates it: Indexed, 2 pods, the JobSet labels and
+    annotations on the Job and its pod template (kubernetes-sigs/jobset
+    pkg/controllers/jobset_controller.go ``labelAndAnnotateObject``). No JobSet controller runs:
+    the test plays it."""
+    job = _job(f"{jobset}-{replicated}-{job_index}", priority="low", pods=2, control=control)
+    marks = {
+        keys.JOBSET_NAME_LABEL: jobset,
+        keys.JOBSET_UID_LABEL: uid,
+        keys.JOBSET_REPLICATED_JOB_LABEL: replicated,
+        keys.JOBSET_JOB_INDEX_LABEL: str(job_index),
+    }
+    job["metadata"]["labels"].update(marks)
+    job["metadata"]["annotations"] = dict(marks)
+    job["spec"]["template"]["metadata"] = {"labels": dict(marks), "annotations": dict(marks)}
+    return job
+
+
+async def test_jobset_members_do_not_collide_each_pod_restores_its_own(tmp_path: Path) -> None:
+    """Issue 19 item 3: a JobSet of 2 replicated Jobs x 2 pods has two pods of each completion
+    index; drained together (Eviction API), the set records 4 distinct identities and every
+    replacement pod restores its own (on main both pods of an index got the first one's)."""
+    control = tmp_path / "control"
+    control.mkdir()
+    uid = "5b0c1f9e-7d1a-4f57-9a53-1e2d3c4b5a69"
+    children = [_jobset_child("js", uid, rj, 0, control) for rj in ("driver", "workers")]
+    async with system(tmp_path, opted_in=True, wait_seconds=3, gpus_quota=4, node_count=4) as s:
+        for child in children:
+            await s.admin.create(resources.JOBS, child)
+        names = [c["metadata"]["name"] for c in children]
+        first = [p for name in names for p in await _running_all(s, name, 2, exclude=set())]
+        for pod in first:
+            await s.admin.evict(resources.PODS, pod["metadata"]["name"], namespace=NS)
+        seen = {p["metadata"]["uid"] for p in first}
+
+        async def recorded() -> bool:
+            cps = await s.checkpoints()
+            return len(cps) == 1 and cps[0].status.phase.terminal
+
+        await eventually(recorded, within=60, what="the JobSet's set recorded")
+        (cp,) = await s.checkpoints()
+        assert cp.status.phase is checkpoint.Phase.SUCCEEDED, cp.status
+        assert cp.spec.lineage.owner_kind == f"JobSet.{keys.JOBSET_GROUP}"
+        by_identity = {m.identity: m.pod_uid for m in cp.spec.members}
+        everyone = [
+            f"replicatedJob={rj},jobIndex=0,index={i}"
+            for rj in ("driver", "workers")
+            for i in (0, 1)
+        ]
+        assert sorted(by_identity) == sorted(everyone)
+        saved = {m: int(step) for p in first for m, step in SAVED.findall(s.log(p))}
+        second = [p for name in names for p in await _running_all(s, name, 2, exclude=seen)]
+        assert _restores(s, second) == {who: (saved[who], by_identity[who]) for who in everyone}
