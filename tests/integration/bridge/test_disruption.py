@@ -238,7 +238,7 @@ async def test_a_kueue_evicted_pod_that_also_carries_disruption_target_is_counte
     assert all(cp.status.phase is checkpoint.Phase.SUCCEEDED for cp in found)
 
 
-def _volcano_victim(index: int) -> Obj:
+def _volcano_victim(index: int, *, task: str = "worker", slot: int | None = None) -> Obj:
     """The recorded victim pod, as the vc-controller made it, plumbed by our webhook."""
     with VOLCANO_VICTIM.open() as stream:
         recorded = json.load(stream)["request"]["oldObject"]
@@ -247,9 +247,12 @@ def _volcano_victim(index: int) -> Obj:
     for field in ("uid", "resourceVersion", "creationTimestamp"):
         meta.pop(field, None)
     meta["namespace"] = NS
-    meta["name"] = f"ckpt-train-worker-{index}"
-    meta["labels"]["volcano.sh/task-index"] = str(index)
-    meta["annotations"]["volcano.sh/task-index"] = str(index)
+    task_index = index if slot is None else slot
+    meta["name"] = f"ckpt-train-{task}-{task_index}"
+    meta["labels"]["volcano.sh/task-index"] = str(task_index)
+    meta["annotations"]["volcano.sh/task-index"] = str(task_index)
+    meta["labels"]["volcano.sh/task-spec"] = task
+    meta["annotations"]["volcano.sh/task-spec"] = task
     owner = meta["ownerReferences"][0]
     meta["annotations"][keys.LINEAGE_ANNOTATION] = lineage.annotation_value(
         checkpoint.Lineage(
@@ -290,11 +293,16 @@ async def _volcano(cluster: Cluster, *, opted_in: bool = True) -> str:
     return str(group["metadata"]["name"])
 
 
-async def _volcano_pods(cluster: Cluster, n: int = 2) -> list[Obj]:
+async def _volcano_pods(
+    cluster: Cluster, n: int = 2, *, tasks: tuple[str, ...] = ("worker",)
+) -> list[Obj]:
+    """``n`` pods per task; a task's pods are indexed 0..n-1 (the vc-controller's task index)."""
     controller = cluster.emulated.client("system:serviceaccount:volcano-system:volcano-controllers")
     pods = []
-    for index in range(n):
-        pod = await controller.create(resources.PODS, _volcano_victim(index))
+    shapes = [(task, slot) for task in tasks for slot in range(n)]
+    for index, (task, slot) in enumerate(shapes):
+        victim = _volcano_victim(index, task=task, slot=slot)
+        pod = await controller.create(resources.PODS, victim)
         kubelet = cluster.emulated.client(f"system:node:node-{index + 1}")
         pod["status"] = {
             "phase": "Running",
@@ -360,3 +368,28 @@ async def test_volcano_victims_of_a_queue_that_did_not_opt_in_get_no_checkpoint(
         await cluster.terminate(pod)
     await _released(cluster, pods)
     assert await cluster.checkpoints() == []
+
+
+async def test_volcano_tasks_make_distinct_member_identities(cluster: Cluster) -> None:
+    """Issue 19 item 3: a vcjob with 2 tasks x 2 pods has two pods of each task index; their
+    members are named by task and index, so no two collide (kontinue/identity.py)."""
+    await _volcano(cluster)
+    pods = await _volcano_pods(cluster, 2, tasks=("ps", "worker"))
+    await cluster.start_bridge(queue_systems=("kueue", "volcano"))
+    when = base.format_time(base.now())
+    for pod in pods:
+        await _disrupt(cluster, pod, user=VOLCANO_SCHEDULER, when=when, volcano_evict="reclaim")
+
+    async def all_four() -> bool:
+        found = await cluster.checkpoints()
+        return len(found) == 1 and len(_uids(found[0])) == 4
+
+    await eventually(all_four, what="one Checkpoint of the four victims")
+    cp = await cluster.one_checkpoint()
+    identities = {m.pod_name: m.identity for m in cp.spec.members}
+    assert identities == {
+        "ckpt-train-ps-0": "task=ps,index=0",
+        "ckpt-train-ps-1": "task=ps,index=1",
+        "ckpt-train-worker-0": "task=worker,index=0",
+        "ckpt-train-worker-1": "task=worker,index=1",
+    }
