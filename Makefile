@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit realcp realcp-assets bench help clean
+.PHONY: demo test lint typecheck unit realcp realcp-assets bench fuzz help clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -53,6 +53,9 @@ test: lint typecheck unit ## lint, type checks and the whole test suite
 
 bench: $(STAMP) ## run the benchmarks; each prints its numbers
 	@for b in benchmarks/bench_*.py; do [ -e "$$b" ] || continue; echo "== $$b"; $(BIN)/python -m "benchmarks.$$(basename $$b .py)" || exit 1; done
+
+fuzz: $(STAMP) ## the admission fuzz properties over >=100,000 fresh inputs (FUZZ_INPUTS=n, FUZZ_SEED=s)
+	$(BIN)/python -m tests.fuzz --inputs $(or $(FUZZ_INPUTS),100000) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
 clean: ## remove the virtualenv
 	rm -rf $(VENV)

@@ -148,16 +148,20 @@ async def _echo(request: web.Request) -> web.Response:
 async def _serve(kind: str, cert_dir: pathlib.Path) -> None:
     serving = tls.ServingCertificate()
     serving.load((cert_dir / "tls.crt").read_bytes(), (cert_dir / "tls.key").read_bytes())
-    if kind == "webhook":
-        application = app_module.create_app(settings.Settings(), state=snapshot())
-    else:
-        application = web.Application(client_max_size=app_module.MAX_BODY)
-        application.router.add_post("/mutate", _echo)
-    runner = web.AppRunner(application, handle_signals=False, access_log=None)
-    await runner.setup()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
-    site = web.SockSite(runner, sock, ssl_context=serving.context)
+    site: web.BaseSite
+    if kind == "webhook":
+        application = app_module.create_app(settings.Settings(), state=snapshot())
+        runner = app_module.runner(application)  # as served: through webhook/limits.py
+        await runner.setup()
+        site = app_module.site(runner, ssl_context=serving.context, sock=sock)
+    else:
+        application = web.Application(client_max_size=settings.Settings().limits.max_body)
+        application.router.add_post("/mutate", _echo)
+        runner = web.AppRunner(application, handle_signals=False, access_log=None)
+        await runner.setup()
+        site = web.SockSite(runner, sock, ssl_context=serving.context)
     await site.start()
     gc.collect()  # as webhook.__main__.serve does once it is up
     gc.freeze()

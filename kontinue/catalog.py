@@ -112,7 +112,9 @@ def retention(
     keep = policy.spec.retention.keep
     by_lineage: dict[tuple[str, str], list[checkpoint.Checkpoint]] = {}
     for cp in checkpoints:
-        key = (cp.spec.lineage.namespace, cp.spec.lineage.owner_uid)
+        # Keyed by the object's own namespace: a Checkpoint elsewhere claiming this lineage
+        # forms its own group and never pushes this lineage's checkpoints out.
+        key = (cp.metadata.namespace or "", cp.spec.lineage.owner_uid)
         by_lineage.setdefault(key, []).append(cp)
 
     doomed: list[checkpoint.Checkpoint] = []

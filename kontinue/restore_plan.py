@@ -128,11 +128,13 @@ def newest_first(checkpoints: Iterable[checkpoint.Checkpoint]) -> list[checkpoin
 def of_lineage(
     checkpoints: Iterable[checkpoint.Checkpoint], owner: checkpoint.Lineage
 ) -> list[checkpoint.Checkpoint]:
-    """The lineage's own checkpoints (same namespace and owner UID), newest first."""
+    """The lineage's own checkpoints (same owner UID, and in the lineage's namespace: the
+    object's own, not only the one its spec claims — issue 11 item 2), newest first."""
     return newest_first(
         cp
         for cp in checkpoints
         if cp.spec.lineage.owner_uid == owner.owner_uid
+        and cp.metadata.namespace == owner.namespace
         and cp.spec.lineage.namespace == owner.namespace
     )
 

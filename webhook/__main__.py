@@ -24,7 +24,6 @@ import socket
 import sys
 from typing import Any
 
-from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
 from kontinue import supervision, telemetry
@@ -66,7 +65,7 @@ async def serve(
         registry=tel.registry,
         expiry=lambda: serving.not_after,
     )
-    runner = web.AppRunner(application, handle_signals=False, access_log=None)
+    runner = app_module.runner(application)
     await runner.setup()
     supervisor = supervision.Supervisor()
     try:
@@ -80,11 +79,10 @@ async def serve(
                 cert_dir = pathlib.Path(config.cert_dir)
                 await tls.load_files(serving, cert_dir)
                 keeper = tls.watch_files(serving, cert_dir, interval=config.cert_poll_seconds)
-            site: web.BaseSite
-            if sock is None:
-                site = web.TCPSite(runner, config.host, config.port, ssl_context=serving.context)
-            else:
-                site = web.SockSite(runner, sock, ssl_context=serving.context)
+            # Connection count, header/body deadlines and the byte budget: webhook/limits.py
+            site = app_module.site(
+                runner, ssl_context=serving.context, host=config.host, port=config.port, sock=sock
+            )
             await site.start()
             logger.info("serving %s", site.name)
             # Everything allocated so far (modules, caches' first lists) lives for the whole

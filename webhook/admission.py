@@ -99,7 +99,10 @@ def mutate_pod(
         stray = [
             p
             for p in (restore.source, restore.wait_for)
-            if p and not validation.inside_lineage(p, pod_lineage)
+            if p
+            and not validation.inside_lineage(
+                p, pod_lineage, mount_path=decision.policy.spec.storage.mount_path
+            )
         ]
         if stray:
             cold_start_reason = (

@@ -8,7 +8,10 @@ app runs in production, in tests over real HTTPS, and in the benchmark.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import socket
+import ssl
 import time
 from collections.abc import Callable, Mapping
 
@@ -17,14 +20,11 @@ from aiohttp import web
 from opentelemetry import metrics
 
 from kontinue import telemetry
-from webhook import admission, review, settings
+from webhook import admission, limits, review, settings, shape
 from webhook import metrics as webhook_metrics
 from webhook import state as state_module
 
 logger = logging.getLogger(__name__)
-
-MAX_BODY = 8 * 1024 * 1024
-"""An AdmissionReview carries object and oldObject, each up to etcd's 1.5 MiB limit."""
 
 
 class Readiness:
@@ -44,24 +44,81 @@ SETTINGS = web.AppKey("settings", settings.Settings)
 STATE: web.AppKey[state_module.State] = web.AppKey("state")
 READINESS = web.AppKey("readiness", Readiness)
 METRICS = web.AppKey("metrics", webhook_metrics.Metrics)
+GUARD = web.AppKey("guard", limits.Guard)
 
 Decide = Callable[..., review.Verdict]
 
 
-async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Response:
-    """Answer one AdmissionReview.
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """What one request body gets: an HTTP status and body; ``verdict`` when the review was read."""
 
-    Contract (style.md §7.2):
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    verdict: review.Verdict | None = None
+
+
+def answer(
+    body: bytes,
+    decide: Decide,
+    *,
+    path: str,
+    state: state_module.State,
+    config: settings.Settings,
+) -> Answer:
+    """Answer one AdmissionReview body; everything between the bytes read and the bytes sent.
+
+    Contract (kopf ``_kits/webhooks.py``):
 
     * unreadable body / not an ``admission.k8s.io/v1`` AdmissionReview -> **HTTP 400** with the
       cause in plain text (the apiserver then applies the webhook's failurePolicy);
     * otherwise **HTTP 200** with ``response.uid`` = ``request.uid``: ``allowed: true`` with an
       optional base64 JSONPatch and warnings, or ``allowed: false`` with ``status.code`` 422
-      (invalid value) or 403 (reserved key) and a message naming the fields;
+      (invalid value), 403 (reserved key) or 400 (an object no apiserver sends,
+      :mod:`webhook.shape`) and a bounded message naming the first fields;
     * a bug in a rule: ``/mutate`` allows the object untouched with a warning (fail open: an
       unplumbed pod runs as it would without Kontinue); ``/validate`` answers **HTTP 500**, so
-      the webhook's failurePolicy decides (docs/webhook.md says which and why).
+      the webhook's failurePolicy decides (docs/webhook.md says which and why). The fuzz suite
+      (tests/fuzz/) searches for inputs that reach this.
     """
+    try:
+        parsed = review.parse(body)
+    except review.MalformedReview as exc:
+        return Answer(400, review.bounded(str(exc)).encode(), "text/plain")
+    admission_request = parsed.request
+    try:
+        verdict = _misshapen(admission_request, path=path) or decide(
+            admission_request, state=state, config=config
+        )
+    except Exception:
+        logger.exception(
+            "rule failed path=%s uid=%s kind=%s",
+            path,
+            admission_request.uid,
+            admission_request.kind.kind,
+        )
+        if path != "/mutate":
+            return Answer(500, b"internal error in a validation rule", "text/plain")
+        verdict = review.allow(warnings=["kontinue: internal error; admitted without changes"])
+    if not verdict.allowed:
+        logger.info(
+            "denied path=%s uid=%s kind=%s name=%s namespace=%s user=%s code=%s message=%s",
+            path,
+            admission_request.uid,
+            admission_request.kind.kind,
+            admission_request.name or "",
+            admission_request.namespace or "",
+            admission_request.user_info.username,
+            verdict.code,
+            review.bounded(verdict.message),
+        )
+    return Answer(200, review.encode(admission_request.uid, verdict), verdict=verdict)
+
+
+async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Response:
+    """Read the body within the limits (:mod:`webhook.limits`), :func:`answer` it, record the
+    decision time. The body stays reserved until its answer is built."""
     started = time.perf_counter()
     app = request.app
 
@@ -75,41 +132,34 @@ async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Resp
                 seconds=time.perf_counter() - started,
             )
 
-    body = await request.read()
     try:
-        parsed = review.parse(body)
-    except review.MalformedReview as exc:
-        answered(None, 400)
-        raise web.HTTPBadRequest(text=str(exc)) from None
-    admission_request = parsed.request
-    try:
-        verdict = decide(admission_request, state=app[STATE], config=app[SETTINGS])
-    except Exception:
-        logger.exception(
-            "rule failed path=%s uid=%s kind=%s",
-            path,
-            admission_request.uid,
-            admission_request.kind.kind,
-        )
-        if path != "/mutate":
-            answered(None, 500)
-            raise web.HTTPInternalServerError(text="internal error in a validation rule") from None
-        verdict = review.allow(warnings=["kontinue: internal error; admitted without changes"])
-    answer = review.encode(admission_request.uid, verdict)
-    answered(verdict)
-    if not verdict.allowed:
-        logger.info(
-            "denied path=%s uid=%s kind=%s name=%s namespace=%s user=%s code=%s message=%s",
-            path,
-            admission_request.uid,
-            admission_request.kind.kind,
-            admission_request.name or "",
-            admission_request.namespace or "",
-            admission_request.user_info.username,
-            verdict.code,
-            verdict.message,
-        )
-    return web.Response(body=answer, content_type="application/json")
+        async with app[GUARD].read_body(request) as body:
+            result = answer(body, decide, path=path, state=app[STATE], config=app[SETTINGS])
+    except limits.Refused as refused:
+        logger.info("refused path=%s status=%s: %s", path, refused.status, refused.text.strip())
+        answered(None, refused.status)
+        return refused.response
+    answered(result.verdict, result.status)
+    return web.Response(status=result.status, body=result.body, content_type=result.content_type)
+
+
+def _misshapen(request: review.AdmissionRequest, *, path: str) -> review.Verdict | None:
+    """The answer for an object no apiserver would send (:mod:`webhook.shape`), else ``None``.
+
+    ``/mutate`` admits it untouched with a warning (fail open, as for any pod it cannot read);
+    ``/validate`` denies it with code 400 naming the first few fields.
+    """
+    if request.operation not in ("CREATE", "UPDATE") or request.sub_resource:
+        return None
+    found = shape.problems(
+        group=request.kind.group, kind=request.kind.kind, obj=request.object, old=request.old_object
+    )
+    if not found:
+        return None
+    message = f"{request.kind.kind}: malformed object: " + "; ".join(str(e) for e in found)
+    if path == "/mutate":
+        return review.allow(warnings=[f"kontinue: not plumbed: {message}"])
+    return review.bad_request(message)
 
 
 async def mutate(request: web.Request) -> web.Response:
@@ -146,8 +196,9 @@ def create_app(
 
     ``meter``: count and time admissions (webhook/metrics.py; ``expiry`` reads the serving
     certificate's notAfter); ``registry``: serve it as ``GET /metrics``."""
-    app = web.Application(client_max_size=MAX_BODY)
+    app = web.Application(client_max_size=config.limits.max_body)
     app[SETTINGS] = config
+    app[GUARD] = limits.Guard(config.limits)
     app[STATE] = state
     app[READINESS] = readiness or Readiness()
     if meter is not None:
@@ -159,3 +210,34 @@ def create_app(
     if registry is not None:
         app.router.add_get("/metrics", telemetry.metrics_handler(registry))
     return app
+
+
+def runner(application: web.Application) -> web.AppRunner:
+    """The runner for :func:`create_app`'s application: idle kept-alive connections closed after
+    ``idle_seconds``, and no lingering read of a refused request's body."""
+    return web.AppRunner(
+        application,
+        handle_signals=False,
+        access_log=None,
+        keepalive_timeout=application[SETTINGS].limits.idle_seconds,
+        lingering_time=0,
+    )
+
+
+def site(
+    app_runner: web.AppRunner,
+    *,
+    ssl_context: ssl.SSLContext | None,
+    host: str | None = None,
+    port: int | None = None,
+    sock: socket.socket | None = None,
+) -> limits.GuardedSite:
+    """Where :func:`create_app`'s application listens, through its :class:`limits.Guard`."""
+    return limits.GuardedSite(
+        app_runner,
+        app_runner.app[GUARD],
+        ssl_context=ssl_context,
+        host=host,
+        port=port,
+        sock=sock,
+    )

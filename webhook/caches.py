@@ -151,7 +151,8 @@ class Caches:
         return [
             c
             for c in self._by_lineage.get(_lineage_key(lineage), {}).values()
-            if c.spec.lineage == lineage
+            # the object's own namespace, not only the one it claims (State.checkpoints_of)
+            if c.metadata.namespace == lineage.namespace and c.spec.lineage == lineage
         ]
 
     def nodes(self) -> Sequence[core.Node]:

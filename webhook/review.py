@@ -98,8 +98,10 @@ def parse(body: bytes) -> AdmissionReview:
         if found[0]["type"] == "model_type" and not found[0]["loc"]:
             raise MalformedReview("body is not a JSON object") from None
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}" for error in found
+            f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}" for error in found[:5]
         )
+        if len(found) > 5:
+            problems += f"; and {len(found) - 5} more"
         raise MalformedReview(f"not an {API_VERSION} {KIND}: {problems}") from None
 
 
@@ -123,6 +125,25 @@ class Verdict:
     why: str = dataclasses.field(default="", compare=False)
 
 
+MAX_MESSAGE = 2048
+"""Longest denial message sent (characters); a longer one is cut, saying how much was left out."""
+
+MAX_WARNINGS = 8
+"""Most warnings sent; the apiserver shows each to the user (kubectl prints them all)."""
+
+MAX_WARNING = 256
+"""Longest warning sent: the apiserver may truncate longer ones itself (``admission.k8s.io/v1``
+``AdmissionResponse.warnings``: "warnings over 256 characters ... may be truncated")."""
+
+
+def bounded(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text`` cut to at most ``limit`` characters, ending with how many were left out."""
+    if len(text) <= limit:
+        return text
+    tail = f"... ({len(text) - limit} more characters)"
+    return text[: max(0, limit - len(tail))] + tail
+
+
 def allow(
     patch: list[JsonPatchOp] | tuple[JsonPatchOp, ...] = (),
     warnings: list[str] | tuple[str, ...] = (),
@@ -143,13 +164,22 @@ def forbidden(message: str) -> Verdict:
     return Verdict(allowed=False, code=403, reason="Forbidden", message=message)
 
 
+def bad_request(message: str) -> Verdict:
+    """An object no apiserver would send (a map that is a list, a pod without spec): 400."""
+    return Verdict(allowed=False, code=400, reason="BadRequest", message=message)
+
+
 def encode_patch(patch: tuple[JsonPatchOp, ...] | list[JsonPatchOp]) -> str:
     # pydantic-core's serializer: the same JSON as json.dumps, in about 40% of the time.
     return base64.b64encode(pydantic_core.to_json(list(patch))).decode()
 
 
 def response(uid: str, verdict: Verdict) -> dict[str, Any]:
-    """The AdmissionReview answer: ``uid`` echoed; a patch only when there is one."""
+    """The AdmissionReview answer: ``uid`` echoed; a patch only when there is one.
+
+    Whatever the verdict carries, the answer stays small: the message is cut to
+    :data:`MAX_MESSAGE` characters, warnings to :data:`MAX_WARNINGS` of :data:`MAX_WARNING`.
+    """
     answer: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
     if verdict.allowed and verdict.patch:
         answer["patchType"] = "JSONPatch"
@@ -158,10 +188,13 @@ def response(uid: str, verdict: Verdict) -> dict[str, Any]:
         answer["status"] = {
             "code": verdict.code,
             "reason": verdict.reason,
-            "message": verdict.message,
+            "message": bounded(verdict.message),
         }
     if verdict.warnings:
-        answer["warnings"] = list(verdict.warnings)
+        shown = [bounded(w, MAX_WARNING) for w in verdict.warnings[:MAX_WARNINGS]]
+        if len(verdict.warnings) > MAX_WARNINGS:
+            shown[-1] = f"kontinue: {len(verdict.warnings) - MAX_WARNINGS + 1} more warnings"
+        answer["warnings"] = shown
     return {"apiVersion": API_VERSION, "kind": KIND, "response": answer}
 
 

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import ipaddress
 import os
+import re
 from collections.abc import Mapping
+
+from webhook import limits as limits_module
 
 
 class CertMode(enum.StrEnum):
@@ -45,6 +49,11 @@ class Settings:
     """After SIGTERM: answer /readyz 503 and keep serving this long before closing."""
     trusted_users: tuple[str, ...] = ()
     """Extra usernames allowed to write Kontinue's reserved pod keys (besides our own SAs)."""
+    extra_sans: tuple[str, ...] = ()
+    """Extra DNS names and IP addresses for the self-managed serving certificate (a webhook
+    registered by URL: hosted control planes, local clusters)."""
+    limits: limits_module.Limits = limits_module.Limits()
+    """Connections, bytes and read deadlines any client gets (:mod:`webhook.limits`)."""
 
     @property
     def own_users(self) -> frozenset[str]:
@@ -56,9 +65,10 @@ class Settings:
 
     @property
     def hostnames(self) -> list[str]:
-        """DNS names the apiserver may use for the Service (all forms it may resolve)."""
+        """Names for the serving certificate: every form of the Service's DNS name the apiserver
+        may use, then ``extra_sans`` (DNS names or IP addresses)."""
         base = f"{self.service}.{self.namespace}"
-        return [self.service, base, f"{base}.svc", f"{base}.svc.cluster.local"]
+        return [self.service, base, f"{base}.svc", f"{base}.svc.cluster.local", *self.extra_sans]
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -79,7 +89,7 @@ class Settings:
             if env.get(variable):
                 values[field] = env[variable]
         if raw := env.get("KONTINUE_WEBHOOK_PORT_NUMBER"):
-            if not raw.isdigit() or not 0 < int(raw) < 65536:
+            if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) < 65536:
                 raise ValueError(f"KONTINUE_WEBHOOK_PORT_NUMBER: {raw!r} is not a port number")
             values["port"] = int(raw)
         if raw := env.get("KONTINUE_WEBHOOK_CERT_MODE"):
@@ -106,4 +116,65 @@ class Settings:
                     raise ValueError(f"{variable}: {raw!r} is not a number") from None
         if raw := env.get("KONTINUE_TRUSTED_USERS"):
             values["trusted_users"] = tuple(u.strip() for u in raw.split(",") if u.strip())
+        if raw := env.get("KONTINUE_WEBHOOK_EXTRA_SANS"):
+            values["extra_sans"] = _sans(raw)
+        values["limits"] = _limits(env)
         return cls(**values)  # type: ignore[arg-type]
+
+
+def _sans(raw: str) -> tuple[str, ...]:
+    """``KONTINUE_WEBHOOK_EXTRA_SANS``: comma-separated DNS names and IP addresses."""
+    names = tuple(n.strip() for n in raw.split(",") if n.strip())
+    for name in names:
+        try:
+            ipaddress.ip_address(name.strip("[]"))
+        except ValueError:
+            if not _DNS_NAME.match(name.rstrip(".").lower()):
+                raise ValueError(
+                    f"KONTINUE_WEBHOOK_EXTRA_SANS: {name!r} is neither a DNS name nor an IP address"
+                ) from None
+    return names
+
+
+_DNS_NAME = re.compile(
+    r"^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$"
+)
+
+_LIMIT_VARIABLES: dict[str, str] = {
+    "KONTINUE_WEBHOOK_MAX_BODY_BYTES": "max_body",
+    "KONTINUE_WEBHOOK_BUFFER_BYTES": "buffer_bytes",
+    "KONTINUE_WEBHOOK_LARGE_BODY_BYTES": "large_body",
+    "KONTINUE_WEBHOOK_MAX_REQUESTS": "max_requests",
+    "KONTINUE_WEBHOOK_MAX_CONNECTIONS": "max_connections",
+    "KONTINUE_WEBHOOK_HEADER_TIMEOUT_SECONDS": "header_seconds",
+    "KONTINUE_WEBHOOK_BODY_TIMEOUT_SECONDS": "body_seconds",
+    "KONTINUE_WEBHOOK_IDLE_TIMEOUT_SECONDS": "idle_seconds",
+    "KONTINUE_WEBHOOK_HANDSHAKE_TIMEOUT_SECONDS": "handshake_seconds",
+}
+
+
+def _limits(env: Mapping[str, str]) -> limits_module.Limits:
+    """The ``KONTINUE_WEBHOOK_*`` limits; each a positive number (whole for bytes and counts)."""
+    values: dict[str, float | int] = {}
+    for variable, field in _LIMIT_VARIABLES.items():
+        raw = env.get(variable)
+        if not raw:
+            continue
+        whole = not field.endswith("_seconds")
+        try:
+            value: float | int = int(raw) if whole and raw.isascii() else float(raw)
+        except ValueError:
+            kind = "a whole number" if whole else "a number"
+            raise ValueError(f"{variable}: {raw!r} is not {kind}") from None
+        if whole and not isinstance(value, int) or not value > 0 or value != value:
+            raise ValueError(
+                f"{variable}: {raw!r} must be a positive {'whole ' if whole else ''}number"
+            )
+        values[field] = value
+    found = limits_module.Limits(**values)  # type: ignore[arg-type]
+    if found.max_body > found.buffer_bytes // 2:
+        raise ValueError(
+            "KONTINUE_WEBHOOK_MAX_BODY_BYTES: at most half of KONTINUE_WEBHOOK_BUFFER_BYTES "
+            f"({found.buffer_bytes // 2}), so one large body always fits the large share"
+        )
+    return found

@@ -36,7 +36,9 @@ class State(Protocol):
     def checkpoints_of(
         self, lineage: checkpoint_model.Lineage
     ) -> Sequence[checkpoint_model.Checkpoint]:
-        """Every Checkpoint whose ``spec.lineage`` is ``lineage`` (same owner UID), any phase."""
+        """Every Checkpoint *in the lineage's namespace* whose ``spec.lineage`` is ``lineage``
+        (same owner UID), any phase. A Checkpoint elsewhere that names this lineage is never
+        returned: lookups are keyed by the object's own namespace (issue 11 item 2)."""
         ...
 
     def nodes(self) -> Sequence[core.Node]: ...
@@ -109,6 +111,7 @@ class Snapshot:
             c
             for c in self.all_checkpoints.values()
             if c.spec.lineage.owner_uid == uid
+            and c.metadata.namespace == namespace
             and c.spec.lineage.namespace == namespace
             and c.spec.lineage == lineage
         ]

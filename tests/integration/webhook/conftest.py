@@ -40,9 +40,9 @@ async def serving(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    runner = web.AppRunner(application, handle_signals=False, access_log=None)
+    runner = app_module.runner(application)
     await runner.setup()
-    site = web.SockSite(runner, sock, ssl_context=serving_certificate.context)
+    site = app_module.site(runner, ssl_context=serving_certificate.context, sock=sock)
     await site.start()
     try:
         yield f"https://localhost:{port}"

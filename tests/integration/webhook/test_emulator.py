@@ -322,6 +322,15 @@ async def test_pods_outside_opted_in_queues_are_untouched(cluster: Cluster) -> N
     assert "env" not in created["spec"]["containers"][0]
 
 
+async def test_a_bare_pod_with_the_checkpoint_finalizer_is_refused(cluster: Cluster) -> None:
+    """Issue 11 item 8: docs/api.md says users may not set ``kontinue.dev/checkpoint``; the
+    recorded bare pod (fixture 35) carried it and was created."""
+    bare = support.recorded_object("35-")
+    bare["metadata"] = {"name": "bare", "namespace": NS, "finalizers": [keys.CHECKPOINT_FINALIZER]}
+    with pytest.raises(errors.Forbidden, match="metadata.finalizers"):
+        await cluster.admin.create(resources.PODS, bare)
+
+
 async def test_denials_reach_the_client_with_their_code(cluster: Cluster) -> None:
     both_storages = {
         "apiVersion": keys.API_VERSION,

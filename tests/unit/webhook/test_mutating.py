@@ -395,11 +395,14 @@ def test_recorded_member_path_and_completion_index_pick_the_directory() -> None:
     pod["metadata"]["annotations"] = {keys.JOB_COMPLETION_INDEX_ANNOTATION: "0"}
     own = lineage.lineage_dir(support.lineage_of(pod))
     recorded_path = support.make_checkpoint(
-        "cp2", lineage=support.lineage_of(pod), status_path=f"/mnt/{own}/recorded", minutes_ago=1
+        "cp2",
+        lineage=support.lineage_of(pod),
+        status_path=f"/kontinue/checkpoints/{own}/recorded",
+        minutes_ago=1,
     )
     out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, recorded_path)).patch)
     source = _env(out["spec"]["initContainers"][0])[plumbing.ENV_RESTORE_SOURCE]["value"]
-    assert source == f"/mnt/{own}/recorded"
+    assert source == f"/kontinue/checkpoints/{own}/recorded"
 
 
 def test_existing_init_containers_run_after_the_restore() -> None:
