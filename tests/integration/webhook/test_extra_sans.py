@@ -69,7 +69,7 @@ def _by_url(url: str) -> dict[str, object]:
     }
 
 
-async def _bundle_published(emulated: server.ApiServer, serving: asyncio.Task[None]) -> None:
+async def _bundle_published(emulated: server.ApiServer, serving: asyncio.Task[Any]) -> None:
     admin = emulated.client()
     async with asyncio.timeout(15):
         while True:
@@ -99,7 +99,7 @@ async def emulated() -> AsyncIterator[server.ApiServer]:
 
 async def _serving_by_url(
     emulated: server.ApiServer, extra_sans: tuple[str, ...]
-) -> tuple[asyncio.Task[None], asyncio.Event, socket.socket, str, Any]:
+) -> tuple[asyncio.Task[Any], asyncio.Event, socket.socket, str, Any]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     url = f"https://127.0.0.1:{sock.getsockname()[1]}"
