@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from kontinue import keys
@@ -125,28 +125,35 @@ def _volcano_queue(meta: Marks, namespace: str, state: Queues) -> str | None:
     )
 
 
-def _policy_for(
-    queue_labels: dict[str, str], state: Queues
+def policy_named(
+    name: str | None, *, policy: Callable[[str], policy_model.CheckpointPolicy | None]
 ) -> policy_model.CheckpointPolicy | None:
-    name = queue_labels.get(keys.POLICY_LABEL)
-    if name:
-        return state.policy(name) or (
-            policy_model.DEFAULT if name == policy_model.DEFAULT.name else None
-        )
-    return state.policy(keys.DEFAULT_POLICY_NAME) or policy_model.DEFAULT
+    """The policy a queue's ``kontinue.dev/policy`` label (or a Checkpoint's ``spec.policyName``)
+    names: no name, ``default`` if defined, else the built-in default; a name that is not defined,
+    the built-in default only if it is ``default``, else ``None`` (the caller says why)."""
+    if not name:
+        return policy(keys.DEFAULT_POLICY_NAME) or policy_model.DEFAULT
+    found = policy(name)
+    if found is None and name == keys.DEFAULT_POLICY_NAME:
+        return policy_model.DEFAULT
+    return found
 
 
 def _decide(
-    system: QueueSystem, queue_name: str, labels: dict[str, str] | None, state: Queues
+    system: QueueSystem,
+    queue_name: str,
+    labels: Mapping[str, str] | None,
+    policy: Callable[[str], policy_model.CheckpointPolicy | None],
 ) -> Decision:
     labels = labels or {}
+    kind = "ClusterQueue" if system is QueueSystem.KUEUE else "Queue"
     if labels.get(keys.ENABLED_LABEL) != "true":
-        return _out(f"{system} queue {queue_name} has not opted in")
-    chosen = _policy_for(labels, state)
+        return _out(f"{system} {kind} {queue_name} has not opted in")
+    chosen = policy_named(labels.get(keys.POLICY_LABEL), policy=policy)
     if chosen is None:
         missing = labels[keys.POLICY_LABEL]
         return _out(
-            f"policy {missing} of {system} queue {queue_name} not found",
+            f"CheckpointPolicy {missing} of {system} {kind} {queue_name} not found",
             warnings=(
                 f"kontinue: CheckpointPolicy {missing!r} (queue {queue_name}) does not exist; "
                 "this workload runs without checkpoints",
@@ -154,11 +161,25 @@ def _decide(
         )
     return Decision(
         opted_in=True,
-        reason=f"{system} queue {queue_name} opted in",
+        reason=f"{system} {kind} {queue_name} opted in",
         system=system,
         queue=queue_name,
         policy=chosen,
     )
+
+
+def cluster_queue_decision(
+    name: str,
+    *,
+    cluster_queue: Callable[[str], kueue.ClusterQueue | None],
+    policy: Callable[[str], policy_model.CheckpointPolicy | None],
+) -> Decision:
+    """Opt-in through the Kueue ClusterQueue ``name``: the one rule the webhook (for a pod or
+    Job) and the bridge (for a Workload, queue_bridge/reconciling.py ``opt_in``) both apply."""
+    cq = cluster_queue(name)
+    if cq is None:
+        return _out(f"Kueue ClusterQueue {name} not in cache")
+    return _decide(QueueSystem.KUEUE, name, cq.metadata.labels, policy)
 
 
 def opted_out(meta: Marks) -> bool:
@@ -178,13 +199,12 @@ def decide(meta: Marks, *, namespace: str, state: Queues) -> Decision:
 def decide_queue(meta: Marks, *, namespace: str, state: Queues) -> Decision:
     """Like :func:`decide` but ignoring the object's own opt-out annotation."""
     if cluster_queue := _kueue_cluster_queue(meta, namespace, state):
-        cq = state.cluster_queue(cluster_queue)
-        if cq is None:
-            return _out(f"Kueue ClusterQueue {cluster_queue} not in cache")
-        return _decide(QueueSystem.KUEUE, cluster_queue, cq.metadata.labels, state)
+        return cluster_queue_decision(
+            cluster_queue, cluster_queue=state.cluster_queue, policy=state.policy
+        )
     if volcano_queue := _volcano_queue(meta, namespace, state):
         vq = state.volcano_queue(volcano_queue)
         if vq is None:
             return _out(f"Volcano Queue {volcano_queue} not in cache")
-        return _decide(QueueSystem.VOLCANO, volcano_queue, vq.metadata.labels, state)
+        return _decide(QueueSystem.VOLCANO, volcano_queue, vq.metadata.labels, state.policy)
     return _out("no Kueue or Volcano queue")

@@ -32,7 +32,7 @@ import dataclasses
 import datetime
 from collections.abc import Callable, Collection, Iterable
 
-from kontinue import identity, keys, lineage
+from kontinue import identity, keys, lineage, optin
 from kontinue.models import base, checkpoint, core, kueue
 from kontinue.models import policy as policy_model
 from queue_bridge import lifecycle, naming
@@ -73,20 +73,8 @@ def cluster_queue_name(
     return queue.spec.cluster_queue if queue is not None else None
 
 
-def policy_named(
-    name: str | None, *, policy: Callable[[str], policy_model.CheckpointPolicy | None]
-) -> policy_model.CheckpointPolicy | None:
-    """The policy a queue label (or a Checkpoint's ``spec.policyName``) names.
-
-    No name: ``default`` if defined, else the built-in default. A name that is not defined:
-    the built-in default only if it is ``default``, else ``None`` (the caller says why).
-    """
-    if not name:
-        return policy(keys.DEFAULT_POLICY_NAME) or policy_model.DEFAULT
-    found = policy(name)
-    if found is None and name == keys.DEFAULT_POLICY_NAME:
-        return policy_model.DEFAULT
-    return found
+policy_named = optin.policy_named
+"""The policy a queue label or a Checkpoint's ``spec.policyName`` names (kontinue/optin.py)."""
 
 
 def opt_in(
@@ -96,21 +84,13 @@ def opt_in(
     local_queue: Callable[[str, str], kueue.LocalQueue | None],
     policy: Callable[[str], policy_model.CheckpointPolicy | None],
 ) -> OptIn:
+    """The Workload's opt-in: its ClusterQueue (:func:`cluster_queue_name`) through the webhook's
+    own rule, :func:`kontinue.optin.cluster_queue_decision`."""
     name = cluster_queue_name(workload, local_queue=local_queue)
     if name is None:
         return OptIn(False, f"Workload {workload.name}: no ClusterQueue known")
-    queue = cluster_queue(name)
-    if queue is None:
-        return OptIn(False, f"ClusterQueue {name} not found", cluster_queue=name)
-    if queue.metadata.label(keys.ENABLED_LABEL) != "true":
-        return OptIn(False, f"ClusterQueue {name} has not opted in", cluster_queue=name)
-    wanted = queue.metadata.label(keys.POLICY_LABEL)
-    chosen = policy_named(wanted, policy=policy)
-    if chosen is None:
-        return OptIn(
-            False, f"CheckpointPolicy {wanted} of ClusterQueue {name} not found", cluster_queue=name
-        )
-    return OptIn(True, f"ClusterQueue {name} opted in", cluster_queue=name, policy=chosen)
+    decision = optin.cluster_queue_decision(name, cluster_queue=cluster_queue, policy=policy)
+    return OptIn(decision.opted_in, decision.reason, cluster_queue=name, policy=decision.policy)
 
 
 def workload_lineage(workload: kueue.Workload) -> checkpoint.Lineage | None:

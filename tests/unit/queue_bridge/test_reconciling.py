@@ -89,7 +89,7 @@ POLICY = policy_model.CheckpointPolicy.model_validate(
             {},
             False,
             None,
-            "CheckpointPolicy gpu of ClusterQueue scavenger-cq not found",
+            "CheckpointPolicy gpu of Kueue ClusterQueue scavenger-cq not found",
         ),
     ],
     ids=["no-label", "false", "default-policy", "named-policy", "missing-policy"],
