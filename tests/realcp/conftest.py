@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from kontinue.kube import api, client
-from tests.realcp import controlplane
+from tests.realcp import controlplane, processes
+from tests.realcp.install import Variant
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -114,3 +115,21 @@ def namespace(
     control_plane.kubectl("create", "namespace", name)
     yield name
     control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def kontinue(crds: controlplane.ControlPlane) -> Iterator[processes.Installed]:
+    """The kueue overlay in a fresh namespace, URL-registered, and its webhook running."""
+    installed = processes.install(
+        crds, Variant("kueue", namespace=f"kontinue-{secrets.token_hex(3)}")
+    )
+    webhook = None
+    try:
+        webhook = processes.start_webhook(installed)
+        installed.programs["webhook"] = webhook
+        yield installed
+    finally:
+        installed.uninstall_webhooks()
+        for program in installed.programs.values():
+            program.stop()
+        crds.kubectl("delete", "namespace", installed.namespace, "--wait=false")

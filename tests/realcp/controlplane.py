@@ -188,6 +188,22 @@ class ControlPlane:
             path.chmod(0o600)
         return path
 
+    def audit(self, user_prefix: str = "system:serviceaccount:") -> list[dict[str, Any]]:
+        """Audit events so far (``ResponseComplete``/``ResponseStarted``) of matching users."""
+        events = []
+        with (self.workdir / "audit.log").open() as log:
+            for line in log:
+                event = json.loads(line)
+                if event["user"]["username"].startswith(user_prefix):
+                    events.append(event)
+        return events
+
+    def metrics(self) -> str:
+        """kube-apiserver's /metrics (Prometheus text), as admin."""
+        status, body = self._get("/metrics")
+        assert status == 200, body[:500]
+        return body
+
     def wait_established(self, names: Sequence[str], timeout: float = 60.0) -> None:
         """Until every named CRD has ``Established=True`` (``kubectl wait`` fails on a CRD
         whose status has no conditions yet, so poll instead)."""
@@ -343,6 +359,21 @@ def start(assets: Path, *, workdir: Path | None = None, timeout: float = 90.0) -
             for user, token in tokens.items()
         )
     )
+    # Every request of a ServiceAccount (the webhook's and the bridge's, the controllers'), at
+    # Metadata level: who, verb, resource, and the response code (tests/realcp/test_rbac.py).
+    (workdir / "audit-policy.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "audit.k8s.io/v1",
+                "kind": "Policy",
+                "omitStages": ["RequestReceived"],
+                "rules": [
+                    {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+                    {"level": "None"},
+                ],
+            }
+        )
+    )
     plane = ControlPlane(
         assets=assets, workdir=workdir, port=free_port(), ca_pem=ca_pem, tokens=tokens
     )
@@ -383,6 +414,9 @@ def start(assets: Path, *, workdir: Path | None = None, timeout: float = 90.0) -
                 "--allow-privileged=true",
                 "--profiling=false",
                 f"--cert-dir={workdir / 'certs'}",
+                f"--audit-policy-file={workdir / 'audit-policy.yaml'}",
+                f"--audit-log-path={workdir / 'audit.log'}",
+                "--audit-log-format=json",
             ],
         )
         plane._wait(apiserver, lambda: plane._get("/readyz")[0] == 200, "/readyz ok", timeout)

@@ -1,0 +1,117 @@
+"""Objects and measurements the real-control-plane proofs share: Kueue queues, a claim, a
+Pod Security "restricted" pod, and the apiserver's count of webhook requests."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+from kontinue import keys
+from kontinue.kube import api, resources
+from tests.realcp import controlplane
+
+CLUSTER_QUEUES = resources.Resource(
+    "kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False
+)
+LOCAL_QUEUES = resources.Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+PVCS = resources.Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+METRIC = re.compile(r"^apiserver_admission_webhook_request_total\{(?P<labels>[^}]*)\} (?P<n>\S+)$")
+
+
+def webhook_requests(plane: controlplane.ControlPlane) -> dict[str, float]:
+    """Requests the apiserver sent, by webhook name (all operations and outcomes)."""
+    counts: dict[str, float] = {}
+    for line in plane.metrics().splitlines():
+        match = METRIC.match(line)
+        if match:
+            name = re.search(r'name="([^"]*)"', match["labels"])
+            assert name
+            counts[name[1]] = counts.get(name[1], 0) + float(match["n"])
+    return counts
+
+
+async def queues(admin: api.Api, namespace: str, *, opted_in: bool) -> str:
+    """A ClusterQueue (opted in or not) and a LocalQueue for it in ``namespace``; its name."""
+    name = f"cq-{secrets.token_hex(3)}"
+    labels = {keys.ENABLED_LABEL: "true"} if opted_in else {}
+    await admin.create(
+        CLUSTER_QUEUES,
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"namespaceSelector": {}},
+        },
+    )
+    await admin.create(
+        LOCAL_QUEUES,
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterQueue": name},
+        },
+        namespace=namespace,
+    )
+    return name
+
+
+def pod(namespace: str, *, queue: str | None) -> dict[str, Any]:
+    labels = {"kueue.x-k8s.io/queue-name": queue} if queue else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "p-", "namespace": namespace, "labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            # Pod Security "restricted" (Kontinue's own namespace enforces it).
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "registry.example/trainer:1",
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                }
+            ],
+        },
+    }
+
+
+async def claim(admin: api.Api, namespace: str, name: str = "kontinue") -> None:
+    await admin.create(
+        PVCS,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+        namespace=namespace,
+    )
+
+
+CALL_METRICS = re.compile(
+    r"^(?P<metric>apiserver_admission_webhook_(request_total|rejection_count))"
+    r"\{(?P<labels>[^}]*)\} (?P<n>\S+)$"
+)
+
+
+def webhook_calls(plane: controlplane.ControlPlane) -> dict[tuple[str, str], float]:
+    """Calls (answered or failed) and rejections per (metric, webhook name): a webhook the
+    apiserver never tried to call leaves both unchanged."""
+    counts: dict[tuple[str, str], float] = {}
+    for line in plane.metrics().splitlines():
+        match = CALL_METRICS.match(line)
+        if match:
+            name = re.search(r'name="([^"]*)"', match["labels"])
+            assert name
+            key = (match["metric"], name[1])
+            counts[key] = counts.get(key, 0) + float(match["n"])
+    return counts

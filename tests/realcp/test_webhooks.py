@@ -1,0 +1,112 @@
+"""Proof 4: the rendered webhook configurations on a real kube-apiserver v1.36.2.
+
+The ``kueue`` overlay is installed in a fresh namespace with each webhook's ``clientConfig``
+switched to the URL of ``kontinue-webhook`` running here as a process under its ServiceAccount
+(the only change), so the apiserver itself evaluates rules, ``namespaceSelector``,
+``matchConditions`` (CEL) and failure policies and sends real AdmissionReviews. Requests are
+counted with the apiserver's own metric ``apiserver_admission_webhook_request_total``.
+"""
+
+from __future__ import annotations
+
+import base64
+
+from kontinue import keys
+from kontinue.kube import api, resources
+from tests.realcp import objects, processes
+from tests.realcp.install import find
+
+
+def test_the_webhook_writes_the_ca_bundle_itself(kontinue: processes.Installed) -> None:
+    plane = kontinue.plane
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for webhook in find(kontinue.docs, kind, "kontinue-webhook")["webhooks"]:
+            assert "caBundle" not in webhook["clientConfig"]  # as rendered: nothing to trust yet
+    secret = plane.kubectl(
+        "get",
+        "secret",
+        "kontinue-webhook-tls",
+        "-n",
+        kontinue.namespace,
+        "-o",
+        "jsonpath={.data.ca\\.crt}",
+    ).stdout
+    assert base64.b64decode(secret).startswith(b"-----BEGIN CERTIFICATE-----")
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        bundles = plane.kubectl(
+            "get", kind, "kontinue-webhook", "-o", "jsonpath={.webhooks[*].clientConfig.caBundle}"
+        ).stdout.split()
+        assert bundles
+        assert set(bundles) == {secret}
+
+
+async def test_an_opted_in_pod_is_plumbed_and_every_patch_accepted(
+    kontinue: processes.Installed, admin: api.Api, namespace: str
+) -> None:
+    queue = await objects.queues(admin, namespace, opted_in=True)
+    await objects.claim(admin, namespace)
+    before = objects.webhook_requests(kontinue.plane)
+    pod = await admin.create(
+        resources.PODS, objects.pod(namespace, queue=queue), namespace=namespace
+    )
+    after = objects.webhook_requests(kontinue.plane)
+    assert after.get("pods.mutate.kontinue.dev", 0) - before.get("pods.mutate.kontinue.dev", 0) == 1
+    annotations = pod["metadata"].get("annotations", {})
+    assert keys.LINEAGE_ANNOTATION in annotations, pod["metadata"]
+    volumes = {v["name"]: v for v in pod["spec"].get("volumes", [])}
+    assert any(
+        v.get("persistentVolumeClaim", {}).get("claimName") == "kontinue" for v in volumes.values()
+    )
+    # The plumbed pod carries Kontinue's keys: the validating webhook saw it too, and allowed it.
+    assert (
+        after.get("pods.validate.kontinue.dev", 0) - before.get("pods.validate.kontinue.dev", 0)
+        == 1
+    )
+
+
+async def test_pods_the_conditions_exclude_never_reach_the_webhook(
+    kontinue: processes.Installed, admin: api.Api, namespace: str
+) -> None:
+    opted_in = await objects.queues(admin, namespace, opted_in=True)
+    before = objects.webhook_requests(kontinue.plane)
+    # No queue label: matchConditions (CEL) drop it before any call.
+    plain = await admin.create(
+        resources.PODS, objects.pod(namespace, queue=None), namespace=namespace
+    )
+    # kube-system, even with an opted-in queue's label: the namespaceSelector drops it.
+    system = await admin.create(
+        resources.PODS, objects.pod("kube-system", queue=opted_in), namespace="kube-system"
+    )
+    # Kontinue's own namespace likewise.
+    own = await admin.create(
+        resources.PODS,
+        objects.pod(kontinue.namespace, queue=opted_in),
+        namespace=kontinue.namespace,
+    )
+    # Opted out with the annotation: the second matchCondition.
+    out = objects.pod(namespace, queue=opted_in)
+    out["metadata"]["annotations"] = {keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"}
+    opted_out = await admin.create(resources.PODS, out, namespace=namespace)
+    after = objects.webhook_requests(kontinue.plane)
+    assert {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)} == {}
+    for pod in (plain, system, own, opted_out):
+        assert keys.LINEAGE_ANNOTATION not in (pod["metadata"].get("annotations") or {})
+    await admin.delete(resources.PODS, system["metadata"]["name"], namespace="kube-system")
+
+
+async def test_a_pod_of_a_queue_not_opted_in_is_asked_about_and_left_alone(
+    kontinue: processes.Installed, admin: api.Api, namespace: str
+) -> None:
+    """The apiserver cannot know a queue's opt-in (a label on the ClusterQueue, not on the pod):
+    such a pod is sent to the mutating webhook once, which answers with no patch."""
+    queue = await objects.queues(admin, namespace, opted_in=False)
+    before = objects.webhook_requests(kontinue.plane)
+    pod = await admin.create(
+        resources.PODS, objects.pod(namespace, queue=queue), namespace=namespace
+    )
+    after = objects.webhook_requests(kontinue.plane)
+    delta = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert delta == {"pods.mutate.kontinue.dev": 1}
+    assert not pod["metadata"].get("annotations")
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["trainer"]
+    assert not pod["spec"].get("initContainers")
