@@ -3,6 +3,7 @@ Pod Security "restricted" pod, and the apiserver's count of webhook requests."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
 from typing import Any
@@ -115,3 +116,44 @@ def webhook_calls(plane: controlplane.ControlPlane) -> dict[tuple[str, str], flo
             key = (match["metric"], name[1])
             counts[key] = counts.get(key, 0) + float(match["n"])
     return counts
+
+
+JOB_TRACKING = "batch.kubernetes.io/job-tracking"
+
+
+def job(namespace: str, queue: str) -> dict[str, Any]:
+    template = pod(namespace, queue=queue)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "train",
+            "namespace": namespace,
+            "labels": {"kueue.x-k8s.io/queue-name": queue},
+        },
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": template["metadata"]["labels"]},
+                "spec": template["spec"],
+            },
+        },
+    }
+
+
+async def pods(admin: api.Api, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await admin.list(resources.PODS, namespace=namespace))["items"]
+    return items
+
+
+async def until(condition: Any, what: str, seconds: float = 30.0) -> None:
+    """Poll the real API until ``condition()``; fail naming ``what`` after ``seconds``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not await condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"not within {seconds} s: {what}")
+        await asyncio.sleep(0.2)

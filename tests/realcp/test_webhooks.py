@@ -43,25 +43,41 @@ def test_the_webhook_writes_the_ca_bundle_itself(kontinue: processes.Installed) 
 async def test_an_opted_in_pod_is_plumbed_and_every_patch_accepted(
     kontinue: processes.Installed, admin: api.Api, namespace: str
 ) -> None:
+    """A Job of an opted-in queue: the real job controller creates its pods, the apiserver sends
+    each CREATE to the mutating webhook, applies its patch, and sends the plumbed pod to the
+    validating webhook, which allows it."""
     queue = await objects.queues(admin, namespace, opted_in=True)
     await objects.claim(admin, namespace)
     before = objects.webhook_requests(kontinue.plane)
-    pod = await admin.create(
-        resources.PODS, objects.pod(namespace, queue=queue), namespace=namespace
-    )
+    job = await admin.create(resources.JOBS, objects.job(namespace, queue), namespace=namespace)
+    # The Job itself was made preemption-safe by jobs.mutate.
+    assert job["spec"]["podReplacementPolicy"] == "Failed"
+    assert job["spec"].get("podFailurePolicy")
+
+    async def plumbed() -> bool:
+        pods = await objects.pods(admin, namespace)
+        return len(pods) == 2 and all(
+            keys.LINEAGE_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods
+        )
+
+    await objects.until(plumbed, "two plumbed pods")
     after = objects.webhook_requests(kontinue.plane)
-    assert after.get("pods.mutate.kontinue.dev", 0) - before.get("pods.mutate.kontinue.dev", 0) == 1
-    annotations = pod["metadata"].get("annotations", {})
-    assert keys.LINEAGE_ANNOTATION in annotations, pod["metadata"]
-    volumes = {v["name"]: v for v in pod["spec"].get("volumes", [])}
-    assert any(
-        v.get("persistentVolumeClaim", {}).get("claimName") == "kontinue" for v in volumes.values()
-    )
-    # The plumbed pod carries Kontinue's keys: the validating webhook saw it too, and allowed it.
-    assert (
-        after.get("pods.validate.kontinue.dev", 0) - before.get("pods.validate.kontinue.dev", 0)
-        == 1
-    )
+    delta = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert delta == {
+        "jobs.mutate.kontinue.dev": 1,
+        "pods.mutate.kontinue.dev": 2,
+        "pods.validate.kontinue.dev": 2,
+    }
+    for pod in await objects.pods(admin, namespace):
+        assert keys.CHECKPOINT_FINALIZER in pod["metadata"]["finalizers"]
+        claims = [
+            v["persistentVolumeClaim"]["claimName"]
+            for v in pod["spec"]["volumes"]
+            if "persistentVolumeClaim" in v
+        ]
+        assert claims == ["kontinue"]
+        env = {e["name"] for c in pod["spec"]["containers"] for e in c.get("env", [])}
+        assert keys.ENV_CHECKPOINT_DIR in env
 
 
 async def test_pods_the_conditions_exclude_never_reach_the_webhook(
@@ -98,15 +114,22 @@ async def test_a_pod_of_a_queue_not_opted_in_is_asked_about_and_left_alone(
     kontinue: processes.Installed, admin: api.Api, namespace: str
 ) -> None:
     """The apiserver cannot know a queue's opt-in (a label on the ClusterQueue, not on the pod):
-    such a pod is sent to the mutating webhook once, which answers with no patch."""
+    such a Job and its pod are sent to the mutating webhook once each, which patches nothing."""
     queue = await objects.queues(admin, namespace, opted_in=False)
     before = objects.webhook_requests(kontinue.plane)
-    pod = await admin.create(
-        resources.PODS, objects.pod(namespace, queue=queue), namespace=namespace
-    )
+    body = objects.job(namespace, queue)
+    body["spec"].update(parallelism=1, completions=1)
+    job = await admin.create(resources.JOBS, body, namespace=namespace)
+
+    async def created() -> bool:
+        return len(await objects.pods(admin, namespace)) == 1
+
+    await objects.until(created, "the job controller's pod")
     after = objects.webhook_requests(kontinue.plane)
     delta = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-    assert delta == {"pods.mutate.kontinue.dev": 1}
-    assert not pod["metadata"].get("annotations")
+    assert delta == {"jobs.mutate.kontinue.dev": 1, "pods.mutate.kontinue.dev": 1}
+    assert "podFailurePolicy" not in job["spec"]
+    (pod,) = await objects.pods(admin, namespace)
+    assert not any(k.startswith("kontinue.dev/") for k in pod["metadata"].get("annotations") or {})
     assert [c["name"] for c in pod["spec"]["containers"]] == ["trainer"]
     assert not pod["spec"].get("initContainers")
