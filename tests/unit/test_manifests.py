@@ -135,3 +135,43 @@ def test_overlays_set_the_namespace_once_with_identical_replacements() -> None:
     assert first
     for kustomization in loaded[1:]:
         assert kustomization["replacements"] == first
+
+
+def test_pod_validation_conditions_name_every_reserved_annotation() -> None:
+    """The CEL of pods.validate lists the reserved annotations twice (UPDATE: changed; CREATE:
+    present): both lists must be exactly kontinue/keys.py's."""
+    import re
+
+    from kontinue import keys
+
+    (configuration,) = [
+        d
+        for d in fixtures.load_all(MANIFESTS / "webhook" / "webhooks.yaml")
+        if d["kind"] == "ValidatingWebhookConfiguration"
+    ]
+    (pods,) = [w for w in configuration["webhooks"] if w["name"] == "pods.validate.kontinue.dev"]
+    expression = next(
+        c["expression"] for c in pods["matchConditions"] if c["name"] != "not-the-bridge"
+    )
+    lists = re.findall(r"\[('kontinue\.dev/[^\]]*)\]", expression)
+    assert len(lists) == 2
+    for found in lists:
+        assert set(re.findall(r"'([^']+)'", found)) == set(keys.RESERVED_POD_ANNOTATIONS)
+
+
+def test_one_checkpoint_pvc_name_everywhere() -> None:
+    """The example policy, docs/install.md and the built-in default name the same claim (the
+    example once said kontinue-checkpoints, so a user following install.md got unplumbed pods)."""
+    from kontinue.models import policy
+
+    default = policy.CheckpointPolicySpec().storage.pvc
+    assert default is not None
+    names = {
+        doc["spec"]["storage"]["pvc"]["claimName"]
+        for path in (MANIFESTS / "examples").glob("checkpointpolicy-*.yaml")
+        for doc in fixtures.load_all(path)
+        if "pvc" in doc["spec"].get("storage", {})
+    }
+    assert names == {default.claim_name}
+    install = (fixtures.ROOT / "docs" / "install.md").read_text()
+    assert f"metadata: {{name: {default.claim_name}, namespace: research}}" in install
