@@ -43,6 +43,11 @@ RESERVED_POD_ANNOTATIONS: Final = frozenset(
     }
 )
 
+# --- a move a user asked for (kubectl kontinue move/drain/defrag; kontinue/moving.py): on the pod
+# it evicts, then copied by the bridge onto the Manual Checkpoint the webhook restores from ---
+MOVE_ANNOTATION: Final = "kontinue.dev/move"
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"  # k8s.io/api/core/v1 well_known_labels.go
+
 # --- labels on our own Checkpoint objects, for selectors --------------------------------------
 CHECKPOINT_LINEAGE_LABEL: Final = "kontinue.dev/lineage-hash"
 CHECKPOINT_OWNER_UID_LABEL: Final = "kontinue.dev/owner-uid"

@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from kontinue.kube import api as kube_api
 from kontinue.kube import client as kube_client
 from kontinue.kube import errors
-from kubectl_kontinue import commands, printing
+from kubectl_kontinue import commands, moves, printing
 
 PROG = "kubectl kontinue"
 
@@ -118,6 +118,7 @@ def parser() -> argparse.ArgumentParser:
                 "'default')",
             )
         p.set_defaults(run=commands.enable if verb == "enable" else commands.disable)
+    moves.add_parsers(sub, _common)
     return top
 
 

@@ -37,8 +37,8 @@ One line per lineage (a workload across its incarnations) in the namespace, or i
 namespace with -A:
 
   OWNER         the workload: job/NAME (Volcano: job.batch.volcano.sh/NAME)
-  QUEUE         its Kueue ClusterQueue or Volcano Queue ("(not opted in)" if that queue
-                has not opted in: nothing new will be checkpointed)
+  QUEUE         its Kueue ClusterQueue or Volcano Queue; in parentheses, why it is not
+                opted in (then nothing new of it is checkpointed)
   CHECKPOINTS   sets that Succeeded / Failed
   NEWEST GOOD   how long ago the newest Succeeded set was taken (and its step, when the
                 workload reports one): what the next incarnation restores

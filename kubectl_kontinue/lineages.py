@@ -60,10 +60,10 @@ def is_live(pod: core.Pod) -> bool:
 def set_step(cp: checkpoint.Checkpoint) -> int | None:
     """The training step the set saved, when every member reported the same one.
 
-    Read from ``status.members[].step`` when the bridge records it; ``None`` when unknown or
-    when members disagree (a coupled set saves one step; a disagreement is not ours to hide).
+    Read from the saved members' ``status.members[].step`` (the bridge records what the
+    workload's termination message says); ``None`` when unknown or when members disagree.
     """
-    steps = {getattr(m, "step", None) for m in cp.status.members}
+    steps = {m.step for m in cp.status.members if m.state is checkpoint.MemberState.SAVED}
     if len(steps) != 1:
         return None
     (step,) = steps
@@ -143,14 +143,16 @@ def _queue(item: Lineage, world: gathering.World) -> optin.Decision | None:
     sources: list[core.Pod | core.Job] = [*reversed(item.pods)]
     if item.job is not None:
         sources.append(item.job)
+    first: optin.Decision | None = None
     for obj in sources:
         marks = optin.Marks(
             labels=obj.metadata.labels or {}, annotations=obj.metadata.annotations or {}
         )
         decision = optin.decide_queue(marks, namespace=item.lineage.namespace, state=world)
-        if decision.system is not None or decision.opted_in:
+        if decision.opted_in:
             return decision
-    return None
+        first = first or decision
+    return first
 
 
 def normalize_owner(text: str) -> str:
@@ -211,10 +213,9 @@ def _step_text(cp: checkpoint.Checkpoint) -> str:
 def _queue_text(decision: optin.Decision | None) -> str:
     if decision is None:
         return ""
-    text = decision.queue or ""
     if not decision.opted_in:
-        text += " (not opted in)"
-    return text
+        return f"({decision.reason})"
+    return decision.queue
 
 
 def to_data(item: Lineage) -> dict[str, object]:

@@ -63,6 +63,8 @@ class Message:
     saved: bool
     bytes: int | None = None
     problem: str | None = None
+    step: int | None = None
+    """The workload's own progress counter, when it reports one (shown by kubectl kontinue)."""
 
 
 def parse_message(text: str | None) -> Message:
@@ -83,9 +85,12 @@ def parse_message(text: str | None) -> Message:
         detail = data.get("error") or data.get("reason")
         said = f"workload reported {keys.SAVED_MARKER_KEY}={marker!r}"
         return Message(False, problem=f"{said}: {detail}" if detail else said)
-    size = data.get("bytes")
-    valid_size = isinstance(size, int) and not isinstance(size, bool) and size >= 0
-    return Message(True, bytes=size if valid_size else None)
+    size, step = data.get("bytes"), data.get("step")
+    return Message(True, bytes=size if _count(size) else None, step=step if _count(step) else None)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _clip(text: str, limit: int = 80) -> str:
@@ -157,6 +162,7 @@ def member_result(
         fields["state"] = checkpoint.MemberState.SAVED
         fields["reason"] = f"saved, exit {terminated.exit_code}"
         fields["bytes"] = message.bytes
+        fields["step"] = message.step
     return checkpoint.MemberResult.model_validate(fields)
 
 

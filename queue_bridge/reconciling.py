@@ -203,10 +203,12 @@ def new_checkpoint(
     found: Eviction,
     members: list[checkpoint.Member],
     fingerprint: checkpoint.Fingerprint,
+    annotations: dict[str, str] | None = None,
 ) -> checkpoint.Checkpoint:
     """The Checkpoint to create for ``found`` (no ownerReference: it outlives its Job on purpose,
     so expiry is a recorded phase, not a garbage collection). ``workload``: the name of the
-    queue-system object evicted (Kueue Workload, Volcano PodGroup), when known."""
+    queue-system object evicted (Kueue Workload, Volcano PodGroup), when known. ``annotations``:
+    carried from the victims (the move a user asked for, kontinue/moving.py)."""
     return checkpoint.Checkpoint(
         metadata=base.ObjectMeta(
             name=found.name,
@@ -215,6 +217,7 @@ def new_checkpoint(
                 keys.CHECKPOINT_LINEAGE_LABEL: found.lineage.hash,
                 keys.CHECKPOINT_OWNER_UID_LABEL: found.lineage.owner_uid,
             },
+            annotations=annotations or None,
         ),
         spec=checkpoint.CheckpointSpec(
             lineage=found.lineage,

@@ -19,7 +19,7 @@ from typing import Any
 
 from kontinue import catalog, identity, keys, lineage, optin, restore_plan
 from kontinue.models import base, core, errors
-from webhook import job_plumbing, metrics, plumbing, review, settings, validation
+from webhook import job_plumbing, metrics, placement, plumbing, review, settings, validation
 from webhook import state as state_module
 
 Obj = dict[str, Any]
@@ -119,14 +119,17 @@ def mutate_pod(
         image=config.image,
         member=member,
     )
+    # A user's move (kubectl kontinue move/drain/defrag) places the pods restoring from it.
+    move = placement.asked(plan) if restore is not None and rendered.patch else None
+    patch = placement.with_move(rendered.patch, spec=obj.get("spec") or {}, move=move)
     warnings = [*decision.warnings, *rendered.warnings]
-    if not rendered.patch:
+    if not patch:
         return review.allow(
             warnings=warnings, decision=metrics.NOT_PLUMBED, why="; ".join(warnings)
         )
-    decided = metrics.pod_decision(rendered.patch)
-    why = metrics.annotation_set(rendered.patch, keys.COLD_START_REASON_ANNOTATION) or ""
-    return review.allow(rendered.patch, warnings, decision=decided, why=why)
+    decided = metrics.pod_decision(patch)
+    why = metrics.annotation_set(patch, keys.COLD_START_REASON_ANNOTATION) or ""
+    return review.allow(patch, warnings, decision=decided, why=why)
 
 
 def mutate_job(request: review.AdmissionRequest, *, state: state_module.State) -> review.Verdict:

@@ -125,6 +125,8 @@ class MemberResult(base.OwnModel):
     exit_code: int | None = None
     reason: str | None = None
     bytes: int | None = pydantic.Field(default=None, ge=0)
+    step: int | None = pydantic.Field(default=None, ge=0)
+    """The step the member saved, when its workload reports one (``"step"`` in its message)."""
     started_at: base.Time | None = None
     finished_at: base.Time | None = None
     path: str | None = None

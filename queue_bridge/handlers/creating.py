@@ -18,6 +18,7 @@ async def create(
     *,
     members: list[checkpoint.Member],
     workload: str | None,
+    annotations: dict[str, str] | None = None,
 ) -> None:
     """Create the Checkpoint of ``found``, its metric, log and Event (``AlreadyExists``: done)."""
     c = ctx.caches
@@ -29,7 +30,11 @@ async def create(
         log.warning("fingerprint of %s: %s", members[0].pod_name, exc)
         fingerprint = checkpoint.Fingerprint()
     cp = reconciling.new_checkpoint(
-        workload=workload, found=found, members=members, fingerprint=fingerprint
+        workload=workload,
+        found=found,
+        members=members,
+        fingerprint=fingerprint,
+        annotations=annotations,
     )
     raw = await acting.create_checkpoint(ctx.kube, cp)
     if raw is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from kontinue import keys, lineage
+from kontinue import keys, lineage, moving
 from kontinue.models import checkpoint, core
 from kontinue.models import errors as model_errors
 from queue_bridge import acting, deciding, disruptions, reconciling
@@ -46,7 +46,16 @@ async def reconcile(ctx: context.Context, namespace: str, name: str) -> None:
                 disruptions.eviction(group),
                 members=members,
                 workload=deciding.queue_object(ctx.caches, group.pods[0], group.lineage),
+                annotations=_move_of(group),
             )
+
+
+def _move_of(group: disruptions.Group) -> dict[str, str] | None:
+    """A Manual eviction's move request, carried onto its Checkpoint for the webhook."""
+    if group.trigger.source is not checkpoint.TriggerSource.MANUAL:
+        return None
+    asked = next((m for p in group.pods if (m := moving.of(p.metadata.annotations))), None)
+    return {moving.ANNOTATION: asked.encode()} if asked is not None else None
 
 
 async def _join(ctx: context.Context, cp: checkpoint.Checkpoint, pods: list[core.Pod]) -> None:

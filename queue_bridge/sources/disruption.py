@@ -10,6 +10,10 @@ Eviction API, as part of) the graceful deletion. Recorded on a real v1.36.2 cont
 - ``DeletionByTaintManager`` (source TaintManager): the taint-eviction controller on
   pods/status, before its DELETE.
 
+An Eviction API eviction of a pod carrying ``kontinue.dev/move`` is one a user asked for with
+``kubectl kontinue move``/``drain``/``defrag`` (kontinue/moving.py): its source is ``Manual``,
+its reason ``Move``/``Drain``/``Defrag`` and its message says where the move goes.
+
 Volcano's evictor writes ``PreemptionByScheduler`` too; such pods are left to
 :mod:`queue_bridge.sources.volcano`, so one eviction is never reported by two sources.
 One eviction of one pod is identified by the condition's ``lastTransitionTime``.
@@ -17,7 +21,7 @@ One eviction of one pod is identified by the condition's ``lastTransitionTime``.
 
 from __future__ import annotations
 
-from kontinue import keys
+from kontinue import keys, moving
 from kontinue.models import base, checkpoint, core
 from kontinue.models import policy as policy_model
 from queue_bridge.sources import volcano
@@ -62,6 +66,14 @@ def eviction(
     before = _target(previous)
     if before is not None and before.last_transition_time == target.last_transition_time:
         return None
+    asked = moving.of(pod.metadata.annotations)
+    if source is checkpoint.TriggerSource.EVICTION_API and asked is not None:
+        return checkpoint.Trigger(
+            source=checkpoint.TriggerSource.MANUAL,
+            reason=asked.reason,
+            message=asked.message,
+            time=target.last_transition_time,
+        )
     return checkpoint.Trigger(
         source=source,
         reason=target.reason,

@@ -53,7 +53,7 @@ class Kube:
     def admin(self) -> Any:
         return self.system.admin
 
-    async def kk(self, *args: str, timeout: float = 60.0) -> Result:  # noqa: ASYNC109
+    async def kk(self, *args: str, timeout: float = 150.0) -> Result:  # noqa: ASYNC109
         """Run ``kubectl-kontinue ARGS`` with this cluster's kubeconfig."""
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         proc = await asyncio.create_subprocess_exec(
@@ -72,10 +72,24 @@ class Kube:
         assert proc.returncode is not None
         return Result(proc.returncode, out.decode(), err.decode())
 
-    async def job(self, name: str, *, gpus: int = 1, steps: int = 10**9, **kw: Any) -> Obj:
-        job = scenario.trainer_job(
-            name, role=timeline.Role.SCAVENGER, gpus=gpus, steps=steps, options=OPTIONS, **kw
-        )
+    async def job(
+        self,
+        name: str,
+        *,
+        gpus: int = 1,
+        steps: int = 10**9,
+        role: timeline.Role = timeline.Role.SCAVENGER,
+        env: dict[str, str] | None = None,
+        opt_out: bool = False,
+    ) -> Obj:
+        """The demo's trainer Job, env overridden; ``opt_out``: its pods are not checkpointed
+        (``role`` PRIORITY: the higher PriorityClass, opted out too)."""
+        job = scenario.trainer_job(name, role=role, gpus=gpus, steps=steps, options=OPTIONS)
+        if opt_out:
+            template = job["spec"]["template"]["metadata"]
+            template.setdefault("annotations", {})[keys.CHECKPOINT_OPT_OUT_ANNOTATION] = "false"
+        for var in job["spec"]["template"]["spec"]["containers"][0]["env"]:
+            var["value"] = (env or {}).get(var["name"], var["value"])
         created: Obj = await self.admin.create(resources.JOBS, job)
         return created
 
@@ -107,6 +121,17 @@ class Kube:
     def said(self, pod: Obj, word: str) -> list[int]:
         """The steps of every ``WORD step=N`` line the trainer printed (SAVED, RESTORED, ...)."""
         return [int(m) for m in re.findall(rf"^{word} step=(\d+)", self.log(pod), re.M)]
+
+    async def restored(self, pod: Obj, *, within: float = 30) -> list[int]:
+        """The step(s) the trainer in ``pod`` says it restored (waits for the line)."""
+
+        async def poll() -> list[int]:
+            return self.said(pod, "RESTORED")
+
+        steps: list[int] = await eventually(
+            poll, within=within, what=f"{pod['metadata']['name']} RESTORED"
+        )
+        return steps
 
     async def training(self, pod: Obj, *, within: float = 30) -> None:
         """Wait until the trainer in ``pod`` reports progress (its SIGTERM handler is set)."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kontinue import keys
+from kontinue import keys, moving
 from kontinue.models import checkpoint, core, errors, kueue, policy
 from queue_bridge import sources
 from queue_bridge.sources import disruption, volcano
@@ -272,3 +272,31 @@ def test_pod_eviction_picks_one_source(
 ) -> None:
     found = sources.pod_eviction(pod, previous=None, policy=policy.DEFAULT)
     assert (found.source if found else None) is source
+
+
+def test_an_eviction_a_user_asked_for_is_manual() -> None:
+    """kubectl kontinue move/drain/defrag mark the pod (kontinue/moving.py) before evicting."""
+    evicted = recorded("pod-disruption-eviction-api")
+    asked = moving.Move(by="drain", away_from="node-1")
+
+    def mark(data: dict[str, Any]) -> None:
+        data["metadata"].setdefault("annotations", {})[moving.ANNOTATION] = asked.encode()
+
+    found = disruption.eviction(edit(evicted, mark), previous=None, policy=policy.DEFAULT)
+    assert found is not None
+    assert found.source is checkpoint.TriggerSource.MANUAL
+    assert (found.reason, found.message) == (
+        "Drain",
+        "kubectl kontinue drain: away from node node-1",
+    )
+    plain = disruption.eviction(evicted, previous=None, policy=policy.DEFAULT)
+    assert plain is not None
+    assert found.time == plain.time
+    # the mark changes only Eviction API evictions: a scheduler preemption stays the scheduler's
+    preempted = edit(recorded("pod-disruption-preemption-by-scheduler"), mark)
+    other = disruption.eviction(preempted, previous=None, policy=policy.DEFAULT)
+    assert other is not None
+    assert other.source is checkpoint.TriggerSource.SCHEDULER
+    # and the policy's reasons still decide: a policy without EvictionByEvictionAPI records nothing
+    no_drains = _policy(disruptionReasons=[keys.DISRUPTION_PREEMPTION_BY_SCHEDULER])
+    assert disruption.eviction(edit(evicted, mark), previous=None, policy=no_drains) is None
