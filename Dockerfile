@@ -1,5 +1,5 @@
 # One image, every Kontinue process: the webhook (kontinue-webhook), the bridge (kontinue-bridge),
-# the restore init-container (python -m queue_bridge.restore) and the reference workload
+# the restore init-container (kontinue-restore) and the reference workload
 # (python -m reference_workload.trainer) used by the kind demo.
 FROM python:3.12-slim AS build
 WORKDIR /src

@@ -143,8 +143,9 @@ VOLCANO_POD_QUEUE_ANNOTATION: Final = "scheduling.volcano.sh/queue-name"
 # /dev/termination-log (the emulator's kubelet, local runs of the reference workload) -----------
 ENV_TERMINATION_LOG: Final = "KONTINUE_TERMINATION_LOG"
 
-# --- the restore init-container's environment (webhook/plumbing.py sets, queue_bridge/restore.py
-# reads; KONTINUE_RESTORE_FROM is the link it makes when KONTINUE_RESTORE_SOURCE is present) -----
+# --- the restore init-container's environment (webhook/plumbing.py sets, kontinue/restore/
+# program.py reads; KONTINUE_RESTORE_FROM is the link it makes when KONTINUE_RESTORE_SOURCE is
+# present) ---------------------------------------------------------------------------------------
 ENV_RESTORE_SOURCE: Final = "KONTINUE_RESTORE_SOURCE"
 ENV_RESTORE_CHECKPOINT: Final = "KONTINUE_RESTORE_CHECKPOINT"
 ENV_WAIT_CHECKPOINT: Final = "KONTINUE_WAIT_CHECKPOINT"
@@ -153,6 +154,7 @@ ENV_WAIT_SECONDS: Final = "KONTINUE_WAIT_SECONDS"
 # API from the two annotations above, read when the init-container starts, i.e. after ungating).
 ENV_VERDICT_MEMBER: Final = "KONTINUE_VERDICT_MEMBER"
 ENV_VERDICT_WAIT: Final = "KONTINUE_VERDICT_WAIT"
+ENV_VERIFY_SECONDS: Final = "KONTINUE_VERIFY_SECONDS"
 
 # --- the queue bridge's mark on a pod whose failed restore it counted (queue_bridge/reconciling):
 # the value is the Checkpoint named by kontinue.dev/restore-from, so each failure counts once ---

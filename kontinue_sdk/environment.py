@@ -4,7 +4,7 @@ The webhook (webhook/plumbing.py) gives every main container of an opted-in pod:
 
 - ``KONTINUE_CHECKPOINT_DIR``: a fresh directory for this pod incarnation; the SDK saves here;
 - ``KONTINUE_RESTORE_FROM``: set when a restore was planned. In link mode it is a symlink the
-  restore init-container (``python -m queue_bridge.restore``) made to a verified directory; the
+  restore init-container (``kontinue-restore``) made to a verified directory; the
   link is *absent* when the awaited save never completed and nothing older exists, and the
   workload must then start cold (webhook/plumbing.py, module docstring);
 - ``KONTINUE_MEMBER``: the pod's member identity (e.g. ``index=1``), recorded in the manifest so

@@ -20,8 +20,9 @@ What is decided here:
 - **the finalizer** ``kontinue.dev/checkpoint`` of one pod: removed once its result is recorded
   (or it is no member of anything and ended), held while an eviction may still claim it, and
   removed at the latest ``2 x margin`` after its grace period ended, whatever else failed.
-- **failed restores**: the ``kontinue-restore`` init container exited 3/4/5 (missing, torn or
-  unreadable checkpoint; see :mod:`queue_bridge.restore`).
+- **failed restores**: the ``kontinue-restore`` init container ended with any non-zero exit code
+  (its own documented codes, a crash, an OOM kill), unless it was killed because the pod was
+  being deleted (:func:`kontinue.restore.failed`).
 - **Job safety**: an opted-in Job without ``podReplacementPolicy: Failed`` and the
   ``DisruptionTarget`` Ignore rule (shared/reference/job-accounting.md).
 """
@@ -32,15 +33,13 @@ import dataclasses
 import datetime
 from collections.abc import Callable, Collection, Iterable
 
-from kontinue import identity, keys, lineage, optin
+from kontinue import identity, keys, lineage, optin, restore
 from kontinue.models import base, checkpoint, core, kueue
 from kontinue.models import policy as policy_model
 from queue_bridge import lifecycle, naming
-from queue_bridge import restore as restore_entrypoint
 from queue_bridge.sources import kueue as kueue_source
 
 TERMINAL_POD_PHASES = ("Succeeded", "Failed")
-RESTORE_FAILURE_EXITS = frozenset(restore_entrypoint.EXIT_CODES.values())
 _TERMINAL_MEMBER = (
     checkpoint.MemberState.SAVED,
     checkpoint.MemberState.FAILED,
@@ -453,13 +452,16 @@ def failed_restore(pod: core.Pod) -> tuple[str, str] | None:
     name = pod.metadata.annotation(keys.RESTORE_FROM_ANNOTATION)
     if not name or pod.metadata.annotation(keys.RESTORE_FAILURE_COUNTED_ANNOTATION) == name:
         return None
+    deleting = pod.metadata.deletion_timestamp is not None
     statuses = (pod.status.init_container_statuses if pod.status else None) or []
     for status in statuses:
         if status.name != keys.RESTORE_INIT_CONTAINER:
             continue
         for state in (status.state, status.last_state):
             terminated = state.terminated if state is not None else None
-            if terminated is not None and terminated.exit_code in RESTORE_FAILURE_EXITS:
+            if terminated is not None and restore.failed(
+                terminated.exit_code, pod_deleting=deleting
+            ):
                 detail = terminated.message or terminated.reason or ""
                 reason = f"restore init container exited {terminated.exit_code}"
                 return name, f"{reason}: {detail.strip()}" if detail.strip() else reason

@@ -47,6 +47,7 @@ import dataclasses
 from typing import Any
 
 from kontinue import keys, lineage
+from kontinue import restore as restore_program
 from kontinue.models import checkpoint
 from kontinue.models import policy as policy_model
 from webhook import review
@@ -56,8 +57,7 @@ Obj = dict[str, Any]
 RESTORE_VOLUME = "kontinue-restore"
 RESTORE_DIR = "/var/run/kontinue"
 RESTORE_LINK = f"{RESTORE_DIR}/restore-from"
-RESTORE_MODULE = "queue_bridge.restore"
-# The restore init-container's env (read by queue_bridge/restore.py), named in kontinue.keys.
+# The restore init-container's env (read by kontinue/restore/program.py), named in kontinue.keys.
 ENV_RESTORE_SOURCE = keys.ENV_RESTORE_SOURCE
 ENV_RESTORE_CHECKPOINT = keys.ENV_RESTORE_CHECKPOINT
 ENV_WAIT_CHECKPOINT = keys.ENV_WAIT_CHECKPOINT
@@ -172,7 +172,7 @@ def _init_container(
         "name": keys.RESTORE_INIT_CONTAINER,
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["python", "-m", RESTORE_MODULE],
+        "command": list(restore_program.COMMAND),
         "env": env,
         "volumeMounts": [
             {

@@ -16,8 +16,9 @@ non-zero exit and an empty file, the last 80 log lines capped at 2048 bytes. Exi
 
 Images are not pulled or unpacked: the image name only selects a default entrypoint from
 :class:`Commands`, and ``argv[0]`` must be a command :class:`Commands` maps to a host executable
-(``python``/``python3`` -> this interpreter). Anything else ends at once as containerd reports it:
-terminated, exit code 128, reason ``StartError``, with a message naming the command.
+(``python``/``python3`` -> this interpreter; the image's console scripts, such as
+``kontinue-restore``, -> the ones installed beside it). Anything else ends at once as containerd
+reports it: terminated, exit code 128, reason ``StartError``, with a message naming the command.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from emulator.kubelet import launch, state
+from kontinue import restore
 
 MAX_MESSAGE_BYTES = 4096  # kubecontainer.MaxContainerTerminationMessageLength
 MAX_FALLBACK_LOG_LINES = 80  # kubecontainer.MaxContainerTerminationMessageLogLines
@@ -46,6 +48,11 @@ MAX_FALLBACK_LOG_BYTES = 2048  # kubecontainer.MaxContainerTerminationMessageLog
 MINIMUM_GRACE_SECONDS = 2  # kuberuntime minimumGracePeriodInSeconds
 START_ERROR_EXIT_CODE = 128
 
+_IMAGE_SCRIPTS = {
+    restore.SCRIPT: "kontinue.restore",
+    "kontinue-webhook": "webhook",
+    "kontinue-bridge": "queue_bridge",
+}
 _HOST_TOOLS = ("sh", "bash", "sleep", "true", "false", "echo", "cat", "env", "ls", "mkdir", "touch")
 
 
@@ -60,6 +67,8 @@ class Commands:
 
     executables: Mapping[str, str]
     entrypoints: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    modules: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Console script -> module run with this interpreter, for scripts not installed here."""
     # What the image would have installed: this checkout, importable by mapped Python commands.
     python_path: str | None = str(Path(__file__).resolve().parents[2])
 
@@ -73,11 +82,21 @@ class Commands:
     @classmethod
     def default(cls, *, entrypoints: Mapping[str, tuple[str, ...]] | None = None) -> Commands:
         table = {"python": sys.executable, "python3": sys.executable}
+        # The image's console scripts (pyproject.toml [project.scripts], installed into
+        # /usr/local/bin by the Dockerfile): the ones this interpreter's environment installed.
+        # An environment installed before a script was added runs its module instead.
+        scripts = Path(sys.executable).parent
+        modules = {}
+        for script, module in _IMAGE_SCRIPTS.items():
+            if (scripts / script).is_file():
+                table[script] = str(scripts / script)
+            else:
+                modules[script] = module
         for tool in _HOST_TOOLS:
             found = shutil.which(tool)
             if found:
                 table[tool] = found
-        return cls(executables=table, entrypoints=dict(entrypoints or {}))
+        return cls(executables=table, entrypoints=dict(entrypoints or {}), modules=modules)
 
     def argv(self, spec: launch.LaunchSpec) -> tuple[str, ...]:
         """The host argv for ``spec`` (kubelet semantics: command replaces the entrypoint)."""
@@ -95,6 +114,9 @@ class Commands:
                 )
         argv = (*command, *(args or ()))
         head = argv[0]
+        module = self.modules.get(head) or self.modules.get(posixpath.basename(head))
+        if module is not None:
+            return (sys.executable, "-m", module, *argv[1:])
         host = self.executables.get(head) or self.executables.get(posixpath.basename(head))
         if host is None:
             raise StartFailure(

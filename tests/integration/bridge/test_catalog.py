@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from kontinue import keys
 from kontinue.kube import api, resources
 from tests.integration.bridge.conftest import NS, Cluster, eventually
@@ -50,14 +52,21 @@ async def test_retention_keeps_the_newest_and_expiry_follows_the_deleted_job(
     assert newest.status.message == "expired: owner Job train was deleted"
 
 
+@pytest.mark.parametrize(
+    ("exit_code", "reason"),
+    [(4, "Error"), (1, "Error"), (137, "OOMKilled"), (128, "StartError")],
+    ids=["torn", "crashed", "oom-killed", "not-startable"],
+)
 async def test_a_failed_restore_is_counted_once_on_the_checkpoint_it_tried(
-    cluster: Cluster,
+    cluster: Cluster, exit_code: int, reason: str
 ) -> None:
+    """Every non-zero end of the restore container counts (its own codes, a crash, an OOM kill,
+    a command the image lacks), so ``attemptsBeforeFallback`` is reached whatever the failure."""
     await cluster.queues()
     job = await cluster.job()
     await cluster.put_checkpoint(job, "good", minute=1)
     (pod,) = await cluster.pods(job, n=1)
-    # The restore init container found a torn checkpoint and exited 4; the pod failed.
+    # The restore init container ended non-zero; the pod failed.
     pod = await cluster.admin.patch(
         resources.PODS,
         pod["metadata"]["name"],
@@ -76,8 +85,8 @@ async def test_a_failed_restore_is_counted_once_on_the_checkpoint_it_tried(
                 "restartCount": 0,
                 "state": {
                     "terminated": {
-                        "exitCode": 4,
-                        "reason": "Error",
+                        "exitCode": exit_code,
+                        "reason": reason,
                         "message": "checkpoint good is torn: MANIFEST.json missing",
                     }
                 },
@@ -108,7 +117,7 @@ async def test_a_failed_restore_is_counted_once_on_the_checkpoint_it_tried(
         if e["involvedObject"]["kind"] == "Checkpoint"
     ]
     assert event["type"] == "Warning"
-    assert "exited 4: checkpoint good is torn" in event["message"]
+    assert f"exited {exit_code}: checkpoint good is torn" in event["message"]
 
     # Any later change to the pod (here: a label) must not count the same failure again.
     await cluster.admin.patch(

@@ -111,3 +111,35 @@ def test_write_manifest_leaves_out_excluded_top_level_entries(tmp_path: Path) ->
     written = checkpoint_format.write_manifest(tmp_path, exclude={"snapshots"})
     assert [entry.path for entry in written.files] == ["model.bin", "snapshots.bin"]
     assert checkpoint_format.verify(tmp_path) == written
+
+
+def test_a_link_to_a_checkpoint_is_followed_unless_the_path_must_be_strict(tmp_path: Path) -> None:
+    """A workload reads through the restore container's link; the restore container itself
+    refuses a directory that is, or is reached through, a symlink."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "a.bin").write_bytes(b"a")
+    written = checkpoint_format.write_manifest(real)
+    link = tmp_path / "restore-from"
+    link.symlink_to(real, target_is_directory=True)
+
+    assert checkpoint_format.verify(link) == written
+    with pytest.raises(checkpoint_format.Problem, match="directory is a symlink") as caught:
+        checkpoint_format.verify(link, strict_path=True)
+    assert caught.value.cause is checkpoint_format.Cause.REFUSED
+    (tmp_path / "via").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(checkpoint_format.Problem, match="passes through a symlink"):
+        checkpoint_format.verify(tmp_path / "via" / "real", strict_path=True)
+    assert checkpoint_format.verify(real, strict_path=True) == written
+
+
+def test_write_manifest_records_the_member(tmp_path: Path) -> None:
+    (tmp_path / "a.bin").write_bytes(b"a")
+    written = checkpoint_format.write_manifest(tmp_path, member="index=2")
+    assert written.member == "index=2"
+    assert json.loads((tmp_path / checkpoint_format.MANIFEST_NAME).read_text())["member"] == (
+        "index=2"
+    )
+    with pytest.raises(checkpoint_format.Problem, match="saved by member 'index=2'") as caught:
+        checkpoint_format.verify(tmp_path, member="index=3")
+    assert caught.value.cause is checkpoint_format.Cause.OTHER_MEMBER

@@ -400,8 +400,10 @@ def test_an_expired_checkpoint_does_not_hold_the_finalizer() -> None:
 # --- failed restores, Job safety -------------------------------------------------------------
 
 
-def _restoring(exit_code: int, *, counted: str | None = None) -> core.Pod:
+def _restoring(exit_code: int, *, counted: str | None = None, deleting: bool = False) -> core.Pod:
     raw = base.to_dict(_pod())
+    if not deleting:  # the recording is of a deleted pod; a failed restore is usually not
+        raw["metadata"].pop("deletionTimestamp", None)
     raw["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] = "good"
     if counted:
         raw["metadata"]["annotations"][keys.RESTORE_FAILURE_COUNTED_ANNOTATION] = counted
@@ -420,7 +422,10 @@ def _restoring(exit_code: int, *, counted: str | None = None) -> core.Pod:
         (_restoring(3), ("good", "restore init container exited 3: MANIFEST.json missing")),
         (_restoring(4), ("good", "restore init container exited 4: MANIFEST.json missing")),
         (_restoring(5), ("good", "restore init container exited 5: MANIFEST.json missing")),
-        (_restoring(6), None),  # waited too long for a save: not the checkpoint's fault
+        (_restoring(6), ("good", "restore init container exited 6: MANIFEST.json missing")),
+        (_restoring(1), ("good", "restore init container exited 1: MANIFEST.json missing")),
+        (_restoring(137), ("good", "restore init container exited 137: MANIFEST.json missing")),
+        (_restoring(137, deleting=True), None),  # killed with its pod: not the checkpoint's fault
         (_restoring(0), None),
         (_restoring(4, counted="good"), None),
         (
@@ -428,7 +433,18 @@ def _restoring(exit_code: int, *, counted: str | None = None) -> core.Pod:
             ("good", "restore init container exited 4: MANIFEST.json missing"),
         ),  # noqa: E501
     ],
-    ids=["missing", "torn", "unreadable", "wait-timeout", "ok", "counted", "counted-other"],
+    ids=[
+        "missing",
+        "torn",
+        "unreadable",
+        "wait-timeout",
+        "crash",
+        "oom-killed",
+        "killed-with-pod",
+        "ok",
+        "counted",
+        "counted-other",
+    ],
 )
 def test_failed_restores(pod: core.Pod, expected: tuple[str, str] | None) -> None:
     assert reconciling.failed_restore(pod) == expected

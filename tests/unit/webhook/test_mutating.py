@@ -241,7 +241,7 @@ def test_restore_injects_init_container_env_annotation_and_affinity() -> None:
     init = spec["initContainers"][0]
     assert init["name"] == keys.RESTORE_INIT_CONTAINER
     assert init["image"] == CONFIG.image
-    assert init["command"] == ["python", "-m", "queue_bridge.restore"]
+    assert init["command"] == ["kontinue-restore"]  # a console script, never `python`
     init_env = _env(init)
     member_dir = (
         f"/kontinue/checkpoints/{lineage.lineage_dir(pod_lineage)}/"
