@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable
 
 from opentelemetry import metrics
 
-from kontinue import keys, telemetry
+from kontinue import keys, restore, telemetry
 from kontinue.models import checkpoint, core
 from queue_bridge import caches as caches_module
-from queue_bridge import kinds, queueing, reconciling
+from queue_bridge import kinds, queueing
 
 SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 """Histogram bounds for sub-second work (OpenTelemetry's default starts at 0, 5, 10 s)."""
@@ -93,7 +93,7 @@ def restore_outcome(pod: core.Pod) -> tuple[str, str, datetime.datetime | None] 
                 continue
             if done.exit_code == 0:
                 return RESTORED, "Restored", done.finished_at
-            if done.exit_code in reconciling.RESTORE_FAILURE_EXITS:
+            if restore.failed(done.exit_code, pod_deleting=meta.deletion_timestamp is not None):
                 return FAILED, f"Exit{done.exit_code}", done.finished_at
     return None
 
