@@ -23,8 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from emulator.apiserver import server
-from kontinue.kube import errors
+from kontinue.kube import errors, interface
 from kontinue.kube.resources import Resource
 
 log = logging.getLogger("emulator.informer")
@@ -49,7 +48,7 @@ class Informer:
 
     def __init__(
         self,
-        client: server.Client,
+        client: interface.Client,
         resource: Resource,
         *,
         field_selector: str | None = None,

@@ -22,14 +22,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import Any
 
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
 from kontinue import supervision, telemetry
 from kontinue.kube import api as kube_api
-from kontinue.kube import client
+from kontinue.kube import cacheset, client
 from queue_bridge import controller as controller_module
 from queue_bridge import health, leader
 from queue_bridge import settings as settings_module
@@ -52,7 +51,7 @@ async def run(
     tel: telemetry.Telemetry | None = None,  # None: set up here (OTEL_* env); /metrics serves it
     sock: socket.socket | None = None,  # None: listen on config.health_host:health_port
     started: asyncio.Future[Controller] | None = None,  # tests: the controller, once built
-    **cache_options: Any,  # test hooks for the watch caches
+    cache_options: cacheset.CacheOptions | None = None,  # tests: shorter backoff
 ) -> int:
     """One replica until ``stop`` (:data:`STOPPED`), until its Lease is gone (:data:`LOST`), or
     until another root task ends (:data:`FAILED`)."""
@@ -63,7 +62,9 @@ async def run(
     owned_telemetry = tel is None
     if tel is None:
         tel = telemetry.setup("kontinue-bridge")
-    ctrl = controller_module.Controller(kube, config=config, meter=tel.meter, **cache_options)
+    ctrl = controller_module.Controller(
+        kube, config=config, meter=tel.meter, cache_options=cache_options
+    )
     elector = leader.LeaderElector(
         kube,
         namespace=config.namespace,

@@ -17,7 +17,7 @@ from opentelemetry import metrics
 
 from kontinue import keys, lineage, supervision
 from kontinue.kube import api as kube_api
-from kontinue.kube import resources, watching
+from kontinue.kube import cacheset, resources, watching
 from kontinue.models import checkpoint as checkpoint_model
 from kontinue.models import core, kueue, volcano
 from kontinue.models import policy as policy_model
@@ -32,42 +32,20 @@ class Caches:
         kube: kube_api.Api,
         *,
         admission_check: bool,
-        resync_seconds: float | None,
         queue_systems: tuple[str, ...] = (settings_module.KUEUE,),
         meter: metrics.Meter | None = None,
-        **options: Any,
+        options: cacheset.CacheOptions | None = None,
     ) -> None:
-        def cache(resource: resources.Resource, model: Any, **extra: Any) -> Any:
-            return watching.WatchCache(
-                kube,
-                resource,
-                model=model,
-                meter=meter,
-                resync_seconds=resync_seconds,
-                **options,
-                **extra,
-            )
-
-        self.workloads: watching.WatchCache[kueue.Workload] = cache(
-            resources.WORKLOADS, kueue.Workload
-        )
-        self.cluster_queues: watching.WatchCache[kueue.ClusterQueue] = cache(
-            resources.CLUSTER_QUEUES, kueue.ClusterQueue
-        )
-        self.local_queues: watching.WatchCache[kueue.LocalQueue] = cache(
-            resources.LOCAL_QUEUES, kueue.LocalQueue
-        )
-        self.policies: watching.WatchCache[policy_model.CheckpointPolicy] = cache(
-            resources.CHECKPOINT_POLICIES, policy_model.CheckpointPolicy
-        )
-        self.checkpoints: watching.WatchCache[checkpoint_model.Checkpoint] = cache(
-            resources.CHECKPOINTS, checkpoint_model.Checkpoint
-        )
-        self.pods: watching.WatchCache[core.Pod] = cache(resources.PODS, core.Pod)
-        self.jobs: watching.WatchCache[core.Job] = cache(resources.JOBS, core.Job)
-        self.gpu_nodes: watching.WatchCache[core.Node] = cache(
-            resources.NODES, core.Node, label_selector=keys.GPU_PRODUCT_LABEL
-        )
+        self._set = cacheset.CacheSet(kube, options=options, meter=meter)
+        cache = self._set.add
+        self.workloads = cache(resources.WORKLOADS, kueue.Workload)
+        self.cluster_queues = cache(resources.CLUSTER_QUEUES, kueue.ClusterQueue)
+        self.local_queues = cache(resources.LOCAL_QUEUES, kueue.LocalQueue)
+        self.policies = cache(resources.CHECKPOINT_POLICIES, policy_model.CheckpointPolicy)
+        self.checkpoints = cache(resources.CHECKPOINTS, checkpoint_model.Checkpoint)
+        self.pods = cache(resources.PODS, core.Pod)
+        self.jobs = cache(resources.JOBS, core.Job)
+        self.gpu_nodes = cache(resources.NODES, core.Node, label_selector=keys.GPU_PRODUCT_LABEL)
         self.admission_checks: watching.WatchCache[kueue.AdmissionCheck] | None = None
         self.flavors: watching.WatchCache[kueue.ResourceFlavor] | None = None
         if admission_check:
@@ -92,35 +70,21 @@ class Caches:
 
     @property
     def all(self) -> list[watching.WatchCache[Any]]:
-        found: list[watching.WatchCache[Any] | None] = [
-            self.workloads,
-            self.cluster_queues,
-            self.local_queues,
-            self.policies,
-            self.checkpoints,
-            self.pods,
-            self.jobs,
-            self.gpu_nodes,
-            self.admission_checks,
-            self.flavors,
-            self.volcano_queues,
-            self.pod_groups,
-        ]
-        return [c for c in found if c is not None]
+        return self._set.all
 
     @property
     def synced(self) -> bool:
-        return all(c.synced for c in self.all)
+        return self._set.synced
 
     async def wait_synced(self) -> None:
-        for cache in self.all:
-            await cache.wait_synced()
+        await self._set.wait_synced()
 
     @contextlib.asynccontextmanager
     async def running(
         self, supervisor: supervision.Supervisor | None = None
     ) -> AsyncIterator[Caches]:
-        async with watching.running(self.all, supervisor):
+        """Run every cache for the duration of the block (:meth:`CacheSet.running`)."""
+        async with self._set.running(supervisor):
             yield self
 
     # -- indexes -------------------------------------------------------------------------------

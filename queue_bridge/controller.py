@@ -20,15 +20,16 @@ cluster duplicate Events.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from opentelemetry import metrics
 
 from kontinue.kube import api as kube_api
+from kontinue.kube import cacheset
 from queue_bridge import admission_check, instruments, kinds, queueing, recording, routing
 from queue_bridge import caches as caches_module
 from queue_bridge import settings as settings_module
@@ -61,7 +62,7 @@ class Controller:
         config: settings_module.Settings,
         meter: metrics.Meter | None = None,
         clock: context.Clock | None = None,
-        **cache_options: Any,  # test hooks for the watch caches
+        cache_options: cacheset.CacheOptions | None = None,  # tests: shorter backoff
     ) -> None:
         self.kube = kube
         self.config = config
@@ -70,10 +71,11 @@ class Controller:
         self.caches = caches_module.Caches(
             kube,
             admission_check=config.admission_check,
-            resync_seconds=config.resync_seconds,
             queue_systems=config.queue_systems,
             meter=meter,
-            **cache_options,
+            options=dataclasses.replace(
+                cache_options or cacheset.CacheOptions(), resync_seconds=config.resync_seconds
+            ),
         )
         self.queue: queueing.WorkQueue[Key] = queueing.WorkQueue(max_keys=config.max_queued_keys)
         self.router = routing.Router(self.caches, self.queue)

@@ -17,7 +17,7 @@ import hashlib
 import logging
 from typing import Any, Literal
 
-from kontinue.kube import api, errors, resources
+from kontinue.kube import api, errors, interface, resources
 from kontinue.models import base
 
 logger = logging.getLogger("kontinue.events")
@@ -87,7 +87,7 @@ def build_event(
 
 
 class Recorder:
-    def __init__(self, kube: api.Api, *, instance: str) -> None:
+    def __init__(self, kube: interface.Client, *, instance: str) -> None:
         self.kube = kube
         self.instance = instance
 
@@ -110,13 +110,14 @@ class Recorder:
                 current = await self.kube.get(
                     resources.EVENTS, meta["name"], namespace=meta["namespace"]
                 )
-                await self.kube.merge_patch(
+                await self.kube.patch(
                     resources.EVENTS,
                     meta["name"],
                     {
                         "count": int(current.get("count") or 1) + 1,
                         "lastTimestamp": event["lastTimestamp"],
                     },
+                    content_type=api.MERGE_PATCH,
                     namespace=meta["namespace"],
                 )
             except errors.ApiError as exc:

@@ -22,13 +22,12 @@ import logging
 import pathlib
 import socket
 import sys
-from typing import Any
 
 from kubernetes_asyncio import client as k8s_client
 
 from kontinue import supervision, telemetry
 from kontinue.kube import api as kube_api
-from kontinue.kube import client
+from kontinue.kube import cacheset, client
 from webhook import app as app_module
 from webhook import caches, rotation, settings, tls
 
@@ -41,7 +40,7 @@ async def serve(
     stop: asyncio.Event,
     api_client: k8s_client.ApiClient | None = None,  # None: in-cluster or kubeconfig
     sock: socket.socket | None = None,  # None: listen on config.host:config.port
-    **cache_options: Any,  # test hooks for the watch caches
+    cache_options: cacheset.CacheOptions | None = None,  # tests: shorter backoff
 ) -> int:
     """Serve until ``stop`` is set (0: SIGTERM in production, directly in tests) or a root task
     ends (1)."""
@@ -51,7 +50,7 @@ async def serve(
         api_client = await client.make_api_client()
     api = kube_api.Api(api_client, field_manager="kontinue-webhook")
     cluster = caches.Caches(
-        api, queue_systems=config.queue_systems, meter=tel.meter, **cache_options
+        api, queue_systems=config.queue_systems, meter=tel.meter, options=cache_options
     )
     serving = tls.ServingCertificate()
     readiness = app_module.Readiness(

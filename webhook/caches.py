@@ -19,7 +19,6 @@ not ready, so the Service sends it nothing it would answer from a half-filled ca
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -28,7 +27,7 @@ from opentelemetry import metrics
 
 from kontinue import keys, supervision
 from kontinue.kube import api as kube_api
-from kontinue.kube import resources, watching
+from kontinue.kube import cacheset, resources, watching
 from kontinue.models import checkpoint as checkpoint_model
 from kontinue.models import core, kueue, volcano
 from kontinue.models import policy as policy_model
@@ -51,22 +50,13 @@ class Caches:
         *,
         queue_systems: Sequence[str] = (KUEUE, VOLCANO),
         meter: metrics.Meter | None = None,
-        **cache_options: Any,  # test hooks forwarded to every WatchCache
+        options: cacheset.CacheOptions | None = None,
     ) -> None:
-        def cache(resource: resources.Resource, model: Any, **extra: Any) -> Any:
-            return watching.WatchCache(
-                api, resource, model=model, meter=meter, **cache_options, **extra
-            )
-
-        self.policies: watching.WatchCache[policy_model.CheckpointPolicy] = cache(
-            resources.CHECKPOINT_POLICIES, policy_model.CheckpointPolicy
-        )
-        self.checkpoints: watching.WatchCache[checkpoint_model.Checkpoint] = cache(
-            resources.CHECKPOINTS, checkpoint_model.Checkpoint
-        )
-        self.gpu_nodes: watching.WatchCache[core.Node] = cache(
-            resources.NODES, core.Node, label_selector=keys.GPU_PRODUCT_LABEL
-        )
+        self._set = cacheset.CacheSet(api, options=options, meter=meter)
+        cache = self._set.add
+        self.policies = cache(resources.CHECKPOINT_POLICIES, policy_model.CheckpointPolicy)
+        self.checkpoints = cache(resources.CHECKPOINTS, checkpoint_model.Checkpoint)
+        self.gpu_nodes = cache(resources.NODES, core.Node, label_selector=keys.GPU_PRODUCT_LABEL)
         self.cluster_queues: watching.WatchCache[kueue.ClusterQueue] | None = None
         self.local_queues: watching.WatchCache[kueue.LocalQueue] | None = None
         self.volcano_queues: watching.WatchCache[volcano.Queue] | None = None
@@ -85,20 +75,11 @@ class Caches:
 
     @property
     def all(self) -> list[watching.WatchCache[Any]]:
-        found: list[watching.WatchCache[Any] | None] = [
-            self.policies,
-            self.checkpoints,
-            self.gpu_nodes,
-            self.cluster_queues,
-            self.local_queues,
-            self.volcano_queues,
-            self.pod_groups,
-        ]
-        return [c for c in found if c is not None]
+        return self._set.all
 
     @property
     def synced(self) -> bool:
-        return all(c.synced for c in self.all)
+        return self._set.synced
 
     def _index(self, event: watching.Event[checkpoint_model.Checkpoint]) -> None:
         if event.old is not None and event.old.spec.lineage != event.obj.spec.lineage:
@@ -116,14 +97,12 @@ class Caches:
     async def running(
         self, supervisor: supervision.Supervisor | None = None
     ) -> AsyncIterator[Caches]:
-        """Run every cache as a task for the duration of the block; stop them after."""
-        async with watching.running(self.all, supervisor):
+        """Run every cache for the duration of the block (:meth:`CacheSet.running`)."""
+        async with self._set.running(supervisor):
             yield self
 
     async def wait_synced(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        async with asyncio.timeout(timeout):
-            for c in self.all:
-                await c.wait_synced()
+        await self._set.wait_synced(timeout)
 
     # -- State ---------------------------------------------------------------------------------
 

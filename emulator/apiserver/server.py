@@ -21,7 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from emulator.apiserver import faults, registry, routes, tls, users, watches
-from kontinue.kube import errors
+from kontinue.kube import errors, interface
 from kontinue.kube.resources import Resource
 
 Object = dict[str, Any]
@@ -334,3 +334,6 @@ class Client:
             raise errors.ServerError("watch dropped by the emulator") from exc
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
+
+
+_CONFORMS: type[interface.Client] = Client  # mypy checks Client against the interface

@@ -27,7 +27,7 @@ import yaml
 from emulator import cluster, nodes
 from emulator.kueue import controller as kueue_controller
 from kontinue import keys
-from kontinue.kube import api, client, resources, watching
+from kontinue.kube import api, cacheset, client, resources, watching
 from queue_bridge import app as bridge_app
 from queue_bridge import settings as bridge_settings
 from webhook import __main__ as webhook_main
@@ -128,7 +128,7 @@ async def running(
                 stop=stop,
                 api_client=hook_client,
                 sock=hook_sock,
-                backoff=FAST,
+                cache_options=cacheset.CacheOptions(backoff=FAST),
             ),
             name="kontinue-webhook",
         )
@@ -146,7 +146,7 @@ async def running(
                 stop=stop,
                 api_client=bridge_client,
                 sock=health_sock,
-                backoff=FAST,
+                cache_options=cacheset.CacheOptions(backoff=FAST),
             ),
             name="kontinue-bridge",
         )

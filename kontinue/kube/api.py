@@ -10,6 +10,7 @@ Objects go in and come out as plain dicts; callers validate them into models at 
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
 from collections.abc import AsyncIterator, Mapping
@@ -20,7 +21,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kontinue.kube import errors
+from kontinue.kube import errors, interface
 from kontinue.kube.resources import Resource
 
 JSON = "application/json"
@@ -310,3 +311,51 @@ class Api:
                     yield event
             except (aiohttp.ClientError, TimeoutError) as exc:
                 raise errors.ServerError(f"watch {path} dropped: {exc!r}") from exc
+
+
+async def list_all(
+    api: Api,
+    resource: Resource,
+    *,
+    namespace: str | None,
+    label_selector: Mapping[str, str] | str | None,
+    field_selector: str | None,
+    page_size: int,
+    page_timeout: float,
+) -> tuple[builtins.list[Object], str, int]:
+    """Every page of one list: (items, the first page's resourceVersion, page count).
+
+    Each page must arrive within ``page_timeout`` seconds. The first page's version is the snapshot
+    all pages are served from on a real apiserver; were a server to serve later pages fresher,
+    watching from the first page's version can only repeat an event (dropped as stale), never
+    miss one. Items get the ``apiVersion``/``kind`` a watch event's object has (a list's items
+    carry none), so an object reads the same whichever way it arrived.
+    """
+    items: builtins.list[Object] = []
+    version: str | None = None
+    token: str | None = None
+    pages = 0
+    while True:
+        async with asyncio.timeout(page_timeout):
+            page = await api.list(
+                resource,
+                namespace=namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                limit=page_size,
+                continue_=token,
+            )
+        pages += 1
+        meta = page.get("metadata") or {}
+        if version is None:
+            version = str(meta.get("resourceVersion") or "")
+        for raw in page.get("items") or []:
+            raw.setdefault("apiVersion", resource.api_version)
+            raw.setdefault("kind", resource.kind)
+            items.append(raw)
+        token = meta.get("continue") or None
+        if token is None:
+            return items, version, pages
+
+
+_CONFORMS: type[interface.Client] = Api  # mypy checks Api against the interface

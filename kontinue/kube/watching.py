@@ -37,20 +37,18 @@ A subscriber added after the first list gets no ``ADDED`` for what is already ca
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import logging
 import math
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Generic, Literal, TypeVar, cast
 
 import pydantic
 from opentelemetry import metrics
 
-from kontinue import supervision
 from kontinue.kube import api as kube_api
-from kontinue.kube import caching, errors
+from kontinue.kube import backoff as backoff_module
+from kontinue.kube import caching, errors, watch_metrics
 from kontinue.kube.resources import Resource
 from kontinue.models import base
 from kontinue.models import errors as model_errors
@@ -74,47 +72,8 @@ SHORT_WATCH_SECONDS = 1.0
 _EXPECTED = (errors.ApiError, ValueError, TimeoutError)
 
 WatchEnd = Literal["closed", "short", "resync"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Backoff:
-    """Capped exponential backoff with jitter: attempt ``n`` waits ``initial * factor**(n-1)``.
-
-    The delay is capped at ``cap`` and then shortened by up to ``jitter`` (a fraction), so many
-    caches that lost the same server do not reconnect in lockstep and no delay exceeds ``cap``.
-    """
-
-    initial: float = 0.5
-    factor: float = 2.0
-    cap: float = 30.0
-    jitter: float = 0.5
-
-    def __post_init__(self) -> None:
-        if not self.initial > 0:
-            raise ValueError(f"Backoff.initial must be > 0, got {self.initial}")
-        if not self.factor >= 1:
-            raise ValueError(f"Backoff.factor must be >= 1, got {self.factor}")
-        if not self.cap >= self.initial:
-            raise ValueError(f"Backoff.cap must be >= initial ({self.initial}), got {self.cap}")
-        if not 0 <= self.jitter <= 1:
-            raise ValueError(f"Backoff.jitter must be within [0, 1], got {self.jitter}")
-
-    def delay(self, attempt: int, *, rand: float) -> float:
-        """Seconds to wait before retry ``attempt`` (1-based); ``rand`` is uniform in [0, 1)."""
-        if attempt < 1:
-            raise ValueError(f"attempt must be >= 1, got {attempt}")
-        exponent = min(attempt - 1, 64)  # beyond this every delay is the cap anyway
-        ceiling = min(self.cap, self.initial * self.factor**exponent)
-        return ceiling * (1.0 - self.jitter * rand)
-
-
-def watch_timeout(minimum: float, *, rand: float) -> int:
-    """The ``timeoutSeconds`` of one watch: ``minimum`` x [1, 2), as client-go's reflector does.
-
-    The server ends the stream after it, so no watch hangs forever on a half-dead connection and
-    many clients' reconnects spread out.
-    """
-    return max(1, int(minimum * (1.0 + rand)))
+Backoff = backoff_module.Backoff
+watch_timeout = backoff_module.watch_timeout
 
 
 class WatchCache(Generic[M]):
@@ -179,23 +138,7 @@ class WatchCache(Generic[M]):
 
         self._what = str(resource) + (f" namespace={namespace}" if namespace else "")
         self._attrs = {"resource": str(resource)}
-        meter = meter or metrics.NoOpMeter("kontinue.watch")
-        self._events = meter.create_counter(
-            "kontinue.watch.events", unit="{event}", description="Changes the cache delivered"
-        )
-        self._relists = meter.create_counter(
-            "kontinue.watch.relists", unit="{list}", description="Complete lists, by reason"
-        )
-        self._reconnects = meter.create_counter(
-            "kontinue.watch.reconnects",
-            unit="{watch}",
-            description="Watches restarted after a failure or a closed stream, by reason",
-        )
-        self._invalid_objects = meter.create_counter(
-            "kontinue.watch.invalid_objects",
-            unit="{object}",
-            description="Objects skipped because they failed validation",
-        )
+        self._metrics = watch_metrics.Instruments(meter or metrics.NoOpMeter("kontinue.watch"))
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -315,7 +258,7 @@ class WatchCache(Generic[M]):
                     self._resource_version,
                     exc,
                 )
-                self._reconnects.add(1, {**self._attrs, "reason": "gone"})
+                self._metrics.reconnects.add(1, {**self._attrs, "reason": "gone"})
                 if self._failures > 1:  # a fresh list's version expired at once: slow down
                     await self._sleep(self._failures - 1)
                 continue
@@ -325,7 +268,7 @@ class WatchCache(Generic[M]):
             if ended == "resync":
                 relist = "resync"
                 continue
-            self._reconnects.add(1, {**self._attrs, "reason": ended})
+            self._metrics.reconnects.add(1, {**self._attrs, "reason": ended})
             if ended == "short":
                 self._failures += 1
                 log.warning(
@@ -348,7 +291,7 @@ class WatchCache(Generic[M]):
         it, and a restart would meet the same condition.
         """
         self._failures += 1
-        self._reconnects.add(1, {**self._attrs, "reason": type(exc).__name__})
+        self._metrics.reconnects.add(1, {**self._attrs, "reason": type(exc).__name__})
         retry_after = exc.retry_after if isinstance(exc, errors.TooManyRequests) else None
         delay = self._delay(self._failures, at_least=retry_after or 0.0)
         expected = isinstance(exc, _EXPECTED)
@@ -372,43 +315,16 @@ class WatchCache(Generic[M]):
 
     # -- list ----------------------------------------------------------------------------------
 
-    async def _list_all(self) -> tuple[list[dict[str, Any]], str, int]:
-        """Every page of one list: (items, the first page's resourceVersion, page count).
-
-        The first page's version is the snapshot all pages are served from on a real
-        apiserver; were a server to serve later pages fresher, watching from the first page's
-        version can only repeat an event (dropped as stale), never miss one.
-        """
-        items: list[dict[str, Any]] = []
-        version: str | None = None
-        token: str | None = None
-        pages = 0
-        while True:
-            async with asyncio.timeout(self._request_timeout_seconds):
-                page = await self._api.list(
-                    self.resource,
-                    namespace=self.namespace,
-                    label_selector=self._label_selector,
-                    field_selector=self._field_selector,
-                    limit=self._page_size,
-                    continue_=token,
-                )
-            pages += 1
-            meta = page.get("metadata") or {}
-            if version is None:
-                version = str(meta.get("resourceVersion") or "")
-            for raw in page.get("items") or []:
-                # A list's items carry no apiVersion/kind; give them the ones a watch event has,
-                # so an object reads the same whichever way it arrived.
-                raw.setdefault("apiVersion", self.resource.api_version)
-                raw.setdefault("kind", self.resource.kind)
-                items.append(raw)
-            token = meta.get("continue") or None
-            if token is None:
-                return items, version, pages
-
     async def _relist(self, *, reason: str) -> None:
-        items, version, pages = await self._list_all()
+        items, version, pages = await kube_api.list_all(
+            self._api,
+            self.resource,
+            namespace=self.namespace,
+            label_selector=self._label_selector,
+            field_selector=self._field_selector,
+            page_size=self._page_size,
+            page_timeout=self._request_timeout_seconds,
+        )
         listed: dict[Key, caching.Entry[M]] = {}
         invalid: set[Key] = set()
         for raw in items:
@@ -427,7 +343,7 @@ class WatchCache(Generic[M]):
         self._resource_version = version
         if self._resync_seconds is not None:
             self._next_resync = asyncio.get_running_loop().time() + self._resync_seconds
-        self._relists.add(1, {**self._attrs, "reason": reason})
+        self._metrics.relists.add(1, {**self._attrs, "reason": reason})
         counts = {
             t: sum(1 for e in events if e.type == t) for t in ("ADDED", "MODIFIED", "DELETED")
         }
@@ -558,7 +474,7 @@ class WatchCache(Generic[M]):
         if self._invalid.get(key) == version:
             return
         self._invalid[key] = version
-        self._invalid_objects.add(1, self._attrs)
+        self._metrics.invalid_objects.add(1, self._attrs)
         log.error(
             "skipping invalid object resource=%s object=%s rv=%s model=%s errors=%s",
             self._what,
@@ -570,7 +486,7 @@ class WatchCache(Generic[M]):
 
     def _emit(self, events: list[caching.Event[M]]) -> None:
         for event in events:
-            self._events.add(1, {**self._attrs, "type": event.type})
+            self._metrics.events.add(1, {**self._attrs, "type": event.type})
             for callback in list(self._subscribers):
                 try:
                     callback(event)
@@ -581,32 +497,3 @@ class WatchCache(Generic[M]):
                         event.type,
                         callback,
                     )
-
-
-@contextlib.asynccontextmanager
-async def running(
-    caches: Sequence[WatchCache[Any]], supervisor: supervision.Supervisor | None = None
-) -> AsyncIterator[None]:
-    """Run every cache as a task for the duration of the block; stop and reap them after.
-
-    One place for what each deployable's set of caches needs (the webhook's and the bridge's).
-    With a ``supervisor`` each cache is a root task (:mod:`kontinue.supervision`): one that ends
-    before the block does ends the process instead of leaving a cache that no longer follows the
-    cluster.
-    """
-    spawn = supervisor.spawn if supervisor is not None else _spawn
-    tasks = [spawn(c.run(), name=f"watch:{c.resource}") for c in caches]
-    try:
-        yield
-    finally:
-        if supervisor is not None:
-            supervisor.retire(tasks)
-        for cache in caches:
-            await cache.stop()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _spawn(coro: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
-    return asyncio.create_task(coro, name=name)

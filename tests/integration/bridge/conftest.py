@@ -33,7 +33,7 @@ import pytest
 
 from emulator.apiserver import server
 from kontinue import keys, lineage
-from kontinue.kube import api, client, errors, resources, watching
+from kontinue.kube import api, cacheset, client, errors, resources, watching
 from kontinue.models import base, checkpoint
 from queue_bridge import app, settings
 from tests import fixtures
@@ -148,8 +148,7 @@ class Cluster:
                 api_client=api_client,
                 sock=sock,
                 started=started,
-                backoff=FAST,
-                rng=random.Random(1),
+                cache_options=cacheset.CacheOptions(backoff=FAST, rng=random.Random(1)),
             )
         )
         ctrl = await asyncio.wait_for(started, timeout=10)

@@ -26,7 +26,7 @@ import pytest
 from emulator import cluster, gpus, nodes
 from emulator.kueue import controller as kueue_controller
 from kontinue import keys
-from kontinue.kube import api, client, resources
+from kontinue.kube import api, cacheset, client, resources
 from kontinue.models import checkpoint
 from queue_bridge import app
 from tests import fixtures
@@ -180,7 +180,7 @@ async def system(
                 stop=stop,
                 api_client=hook_client,
                 sock=hook_sock,
-                backoff=FAST,
+                cache_options=cacheset.CacheOptions(backoff=FAST),
             )
         )
         bridges = {
@@ -190,7 +190,7 @@ async def system(
                     stop=stop,
                     api_client=bridge_client,
                     sock=health_sock,
-                    backoff=FAST,
+                    cache_options=cacheset.CacheOptions(backoff=FAST),
                 )
             )
             for i, health_sock in enumerate(health_socks)

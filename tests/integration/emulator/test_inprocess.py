@@ -9,6 +9,7 @@ import pytest
 
 from emulator.apiserver import server
 from kontinue.kube import api, errors, resources
+from queue_bridge import recording
 from tests.integration.emulator.conftest import pod
 
 
@@ -173,3 +174,23 @@ async def test_binding_assigns_the_node_once(apiserver: server.ApiServer, kube: 
     ]
     with pytest.raises(errors.Conflict, match='already assigned to node "node-1"'):
         await scheduler.bind(resources.PODS, "a", node="node-2", namespace="default")
+
+
+@pytest.mark.parametrize("which", ["http", "in-process"])
+async def test_one_recorder_runs_on_either_client(
+    apiserver: server.ApiServer, kube: api.Api, which: str
+) -> None:
+    """Both clients satisfy kontinue.kube.interface.Client: the bridge's Event recorder (typed
+    against the interface) records and aggregates a repeated Event through either."""
+    client = kube if which == "http" else apiserver.client()
+    await client.create(resources.NAMESPACES, {"metadata": {"name": "research"}})
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "scavenger-0", "namespace": "research", "uid": "u-1"},
+    }
+    recorder = recording.Recorder(client, instance="bridge-a")
+    for _ in range(2):
+        await recorder.record(job, reason="CheckpointStarted", message="2 members")
+    listed = await client.list(resources.EVENTS, namespace="research")
+    assert [(e["reason"], e["count"]) for e in listed["items"]] == [("CheckpointStarted", 2)]

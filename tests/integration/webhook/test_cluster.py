@@ -26,7 +26,7 @@ from kontinue import keys, lineage
 from kontinue.kube import client, errors, resources
 from kontinue.models import checkpoint
 from tests import fixtures
-from tests.integration.webhook.test_emulator import FAST, SYSTEM, WEBHOOK_USER, eventually
+from tests.integration.webhook.test_emulator import OPTIONS, SYSTEM, WEBHOOK_USER, eventually
 from webhook import __main__ as main
 from webhook import settings
 
@@ -190,7 +190,7 @@ async def test_kueue_job_pods_run_plumbed_on_the_emulated_kubelet(tmp_path: Path
         api_client = await client.api_client_from_dict(c.api.kubeconfig(WEBHOOK_USER))
         stop = asyncio.Event()
         serving = asyncio.create_task(
-            main.serve(config, stop=stop, api_client=api_client, sock=sock, backoff=FAST)
+            main.serve(config, stop=stop, api_client=api_client, sock=sock, cache_options=OPTIONS)
         )
         try:
             async with controller.Kueue(c.api):

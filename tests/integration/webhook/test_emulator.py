@@ -27,7 +27,7 @@ import pytest
 
 from emulator.apiserver import server
 from kontinue import keys, lineage
-from kontinue.kube import api, client, errors, resources, watching
+from kontinue.kube import api, cacheset, client, errors, resources, watching
 from kontinue.models import checkpoint
 from tests import fixtures
 from tests.unit.webhook import support
@@ -41,6 +41,7 @@ WEBHOOK_USER = f"system:serviceaccount:{SYSTEM}:kontinue-webhook"
 BRIDGE_USER = f"system:serviceaccount:{SYSTEM}:kontinue-bridge"
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 FAST = watching.Backoff(initial=0.01, factor=2.0, cap=0.1, jitter=0.5)
+OPTIONS = cacheset.CacheOptions(backoff=FAST)
 CRDS = [
     *sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")),
     fixtures.UPSTREAM / "kueue/crds/kueue.x-k8s.io_clusterqueues.yaml",
@@ -117,7 +118,7 @@ async def cluster() -> AsyncIterator[Cluster]:
         api_client = await client.api_client_from_dict(emulated.kubeconfig(WEBHOOK_USER))
         stop = asyncio.Event()
         serving = asyncio.create_task(
-            main.serve(config, stop=stop, api_client=api_client, sock=sock, backoff=FAST)
+            main.serve(config, stop=stop, api_client=api_client, sock=sock, cache_options=OPTIONS)
         )
         running = Cluster(emulated, url)
         running.serving = serving
