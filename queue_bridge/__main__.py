@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from kubernetes_asyncio.config.config_exception import ConfigException
-
 from kontinue import supervision, telemetry
 from kontinue.kube import client
 from queue_bridge import app, settings
@@ -25,7 +23,7 @@ def main() -> None:
     async def run(stop: asyncio.Event) -> int:
         try:
             api_client = await client.make_api_client()
-        except (ConfigException, OSError) as exc:
+        except (client.ConfigException, OSError) as exc:
             raise SystemExit(
                 f"kontinue-bridge: no Kubernetes client configuration: {exc}"
             ) from None

@@ -24,7 +24,6 @@ import logging
 import socket
 
 from aiohttp import web
-from kubernetes_asyncio import client as k8s_client
 
 from kontinue import supervision, telemetry
 from kontinue.kube import api as kube_api
@@ -47,7 +46,7 @@ async def run(
     config: settings_module.Settings,
     *,
     stop: asyncio.Event,
-    api_client: k8s_client.ApiClient | None = None,  # None: in-cluster or kubeconfig
+    api_client: client.ApiClient | None = None,  # None: in-cluster or kubeconfig
     tel: telemetry.Telemetry | None = None,  # None: set up here (OTEL_* env); /metrics serves it
     sock: socket.socket | None = None,  # None: listen on config.health_host:health_port
     started: asyncio.Future[Controller] | None = None,  # tests: the controller, once built

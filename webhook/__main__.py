@@ -23,8 +23,6 @@ import pathlib
 import socket
 import sys
 
-from kubernetes_asyncio import client as k8s_client
-
 from kontinue import supervision, telemetry
 from kontinue.kube import api as kube_api
 from kontinue.kube import cacheset, client
@@ -38,7 +36,7 @@ async def serve(
     config: settings.Settings,
     *,
     stop: asyncio.Event,
-    api_client: k8s_client.ApiClient | None = None,  # None: in-cluster or kubeconfig
+    api_client: client.ApiClient | None = None,  # None: in-cluster or kubeconfig
     sock: socket.socket | None = None,  # None: listen on config.host:config.port
     cache_options: cacheset.CacheOptions | None = None,  # tests: shorter backoff
 ) -> int:

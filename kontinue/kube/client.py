@@ -13,6 +13,11 @@ from typing import Any
 import yaml
 from kubernetes_asyncio import client, config
 
+ApiClient = client.ApiClient
+"""kubernetes-asyncio's HTTP client, named here so nothing outside ``kontinue.kube`` imports it."""
+ConfigException = config.ConfigException
+"""No usable in-cluster or kubeconfig configuration."""
+
 
 async def make_api_client(
     *, kubeconfig: str | None = None, context: str | None = None
