@@ -5,7 +5,7 @@ scripts (``kind/gpus.sh`` patches real kind workers with the output of this modu
 the demo on this machine and the demo on kind see the same GPUs. The technique is the one
 Kueue's own e2e suite uses (test/e2e/tas/baseline/suite_test.go: patch node status capacity);
 label names and example values are from NVIDIA/k8s-device-plugin
-docs/gpu-feature-discovery/README.md (see shared/reference/engines.md §5).
+docs/gpu-feature-discovery/README.md.
 
 Usage (prints JSON)::
 

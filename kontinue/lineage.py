@@ -135,7 +135,7 @@ def checkpoint_dir(
 ) -> str:
     """Where one pod incarnation saves: ``<lineage dir>/<pod uid>``, relative to the mount.
 
-    Fresh per pod incarnation, because (DESIGN: nothing lost) the last good checkpoint is never
+    Fresh per pod incarnation, because (docs/api.md: nothing lost) the last good checkpoint is never
     written again: a new pod restores *from* its predecessor's directory and saves into its own,
     so a save torn by SIGKILL can only damage a directory no good Checkpoint points at, and two
     incarnations never race on one directory.

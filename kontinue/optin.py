@@ -4,8 +4,8 @@ Shared by the webhook (at admission) and the queue bridge (a pod-level disruptio
 checkpointed for an opted-in pod), so both answer the same way from their own caches.
 
 Pure: reads only a :class:`Queues` (the webhook's :class:`~webhook.state.State` is one). The
-lookups follow what the queue systems stamp on pods at creation (shared/reference/kueue.md §4,
-volcano.md §2.4):
+lookups follow what the queue systems stamp on pods at creation (docs/cluster-emulation-queues.md;
+kueue ``pkg/podset/podset.go``):
 
 * **Kueue**: label ``kueue.x-k8s.io/cluster-queue-name`` (Kueue writes it into the Job template
   at admission, gate ``AssignQueueLabelsForPods``); else the LocalQueue named by

@@ -2,9 +2,10 @@
 
 Kueue holds a Workload whose ClusterQueue lists our AdmissionCheck in
 ``spec.admissionChecksStrategy`` at ``Admitted=False`` until our check is ``Ready``
-(shared/reference/kueue.md §3). We use that window to say where the next incarnation restores
-from — the restore annotation and the compatible-GPU nodeSelector, through ``podSetUpdates`` —
-before any pod exists. The rules this module encodes, each from §3 and the last section:
+(docs/cluster-emulation-queues.md, "Kueue"). We use that window to say where the next
+incarnation restores from — the restore annotation and the compatible-GPU nodeSelector,
+through ``podSetUpdates`` — before any pod exists. The rules this module encodes (Kueue
+``pkg/workload/admissionchecks.go``):
 
 - **Active**: every AdmissionCheck with ``controllerName: kontinue.dev/restore`` gets
   ``Active=True``; a ClusterQueue referencing an inactive check admits nothing.

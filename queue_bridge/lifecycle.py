@@ -1,14 +1,14 @@
 """Pure: a checkpoint set's progress from its members' real container states.
 
-The workload contract (DESIGN.md, engine ``signal``): on SIGTERM the workload saves, writes one
-line of JSON ``{"kontinue": "saved", ...}`` to its termination message file once the save is
-durable, and exits non-zero (143). A member is saved only if all of that is visible in the
-kubelet's final status; anything else is a failed member with the reason recorded:
+The workload contract (docs/workload-contract.md, engine ``signal``): on SIGTERM the workload
+saves, writes one line of JSON ``{"kontinue": "saved", ...}`` to its termination message file
+once the save is durable, and exits non-zero (143). A member is saved only if all of that is
+visible in the kubelet's final status; anything else is a failed member with the reason recorded:
 
 - SIGKILL (exit 137, also at the end of the grace period) or ``OOMKilled``, marker or not: the
   process did not finish on its own terms;
 - exit 0: the save cannot be trusted to be the preemption's, and a Succeeded preempted pod can
-  *complete* its Job (shared/reference/job-accounting.md);
+  *complete* its Job (tests/fixtures/cluster/job-accounting.md);
 - a missing, multi-line or malformed message, or one without the marker (``FallbackToLogsOnError``
   puts a log tail there);
 - finished after the deletion deadline (``deletionTimestamp`` is the end of the grace period);

@@ -24,7 +24,7 @@ What is decided here:
   (its own documented codes, a crash, an OOM kill), unless it was killed because the pod was
   being deleted (:func:`kontinue.restore.failed`).
 - **Job safety**: an opted-in Job without ``podReplacementPolicy: Failed`` and the
-  ``DisruptionTarget`` Ignore rule (shared/reference/job-accounting.md).
+  ``DisruptionTarget`` Ignore rule (tests/fixtures/cluster/job-accounting.md).
 """
 
 from __future__ import annotations
@@ -487,7 +487,7 @@ def _ignores_disruption(job: core.Job) -> bool:
 def job_risk(job: core.Job) -> str | None:
     """Why preemptions of this opted-in Job may use up ``backoffLimit`` or complete it, or
     ``None`` when it has ``podReplacementPolicy: Failed`` and the ``DisruptionTarget`` Ignore
-    rule (shared/reference/job-accounting.md)."""
+    rule (tests/fixtures/cluster/job-accounting.md)."""
     problems: list[str] = []
     if job.spec.template.spec.restart_policy == "OnFailure":
         problems.append("restartPolicy OnFailure (a podFailurePolicy needs Never)")

@@ -5,7 +5,7 @@ Run as ``python -m reference_workload.trainer [--rate STEPS_PER_S] [--steps N] [
 (``TRAINER_RATE``, ``TRAINER_STEPS``, ``TRAINER_STATE_BYTES``, ``TRAINER_SAVE_SECONDS``,
 ``TRAINER_PROGRESS_EVERY``) so a pod template can set them; a command-line option wins.
 
-The contract (shared/DESIGN.md, "Checkpoint engines" -> signal):
+The contract (docs/workload-contract.md, engine ``signal``):
 
 1. at start, if ``KONTINUE_RESTORE_FROM`` is set, verify and load it; a torn or foreign directory
    is refused with a clear message and exit code 3 -- never a silent cold start from garbage;

@@ -1,7 +1,7 @@
 """The webhook's in-memory view of the cluster: one shared watch cache per resource it reads.
 
 Implements :class:`webhook.state.State` over :class:`kontinue.kube.watching.WatchCache`, so the
-admission path never calls the API (DESIGN.md, rules). What is watched, and why:
+admission path never calls the API (docs/webhook.md). What is watched, and why:
 
 * Kueue ClusterQueues and LocalQueues, Volcano Queues and PodGroups: opt-in;
 * CheckpointPolicies: the policy a queue names;

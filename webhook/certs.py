@@ -3,7 +3,8 @@
 Pure parts (:func:`make_ca`, :func:`issue`, :func:`needs_renewal`, the Secret codec) and two edge
 functions that talk to the API (:func:`ensure_secret`, :func:`patch_ca_bundle`).
 
-Shape (kopf ``WebhookServer.build_certificate``, kueue ``pkg/util/cert``; style.md §7.4):
+Shape (kopf ``WebhookServer.build_certificate``, kueue ``pkg/util/cert``; docs/webhook.md,
+"Certificates"):
 
 * ECDSA P-256 keys: accepted by every apiserver and ~100x cheaper to generate than RSA-2048, so
   tests make fresh ones freely;

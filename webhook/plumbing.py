@@ -2,7 +2,7 @@
 
 It renders the restore plan (kontinue/restore_plan.py) and decides nothing about restores.
 
-Pod (CREATE), per its ``CheckpointPolicy`` (DESIGN.md, "Checkpoint engines"/"Restore"):
+Pod (CREATE), per its ``CheckpointPolicy`` (docs/webhook.md, "Mutating"; docs/workload-contract.md):
 
 * the checkpoint volume (the policy's PVC or hostPath) mounted at ``storage.mountPath`` in
   every main container;
@@ -11,7 +11,7 @@ Pod (CREATE), per its ``CheckpointPolicy`` (DESIGN.md, "Checkpoint engines"/"Res
 * ``KONTINUE_POD_UID`` from the downward API, then ``KONTINUE_CHECKPOINT_DIR`` =
   ``<mount>/<lineage dir>/$(KONTINUE_POD_UID)``: a mutating webhook never sees the UID, and the
   kubelet expands ``$(VAR)`` from variables defined *earlier in the same list* (recorded:
-  shared/fixtures/kubelet/10-downward-env), so ours go first;
+  tests/fixtures/kubelet/10-downward-env.json), so ours go first;
 * ``terminationGracePeriodSeconds`` raised to the policy minimum, never lowered;
 * the lineage annotation and the ``kontinue.dev/checkpoint`` finalizer;
 * with a restore: the ``kontinue-restore`` init container (first, so the user's init containers

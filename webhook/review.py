@@ -1,6 +1,7 @@
 """AdmissionReview ``admission.k8s.io/v1`` in and out: the wire contract with the apiserver.
 
-Two error channels, never mixed (kopf ``_kits/webhooks.py``, style.md §7.2):
+Two error channels, never mixed (kopf ``kopf/_kits/webhooks.py``; docs/webhook.md, "The wire
+contract"):
 
 * a review we cannot read (not JSON, not an ``admission.k8s.io/v1`` AdmissionReview, no
   ``request.uid``) is the *caller's* bug: :class:`MalformedReview`, which the HTTP layer turns

@@ -1,6 +1,6 @@
 """What admission decisions may read: an in-memory view of the cluster, never the API.
 
-DESIGN (rules): admission never calls storage or anything slow; every decision comes from
+Admission never calls storage or anything slow (docs/webhook.md); every decision comes from
 in-memory caches. :class:`State` is the read-only interface the pure modules
 (:mod:`kontinue.optin`, :mod:`webhook.plumbing`, :mod:`webhook.validation`) take, so they can be
 tested with a :class:`Snapshot` built from plain objects, and served from the watch caches in

@@ -1,13 +1,15 @@
 """Pure validation rules: object (and old object) in, field errors out. No I/O, no aiohttp.
 
 Each function returns *all* problems it finds, each with a field path (kueue's
-``field.ErrorList`` habit, style.md §7.1); :mod:`webhook.admission` joins them into one denial.
+``field.ErrorList`` habit, kubernetes
+``staging/src/k8s.io/apimachinery/pkg/util/validation/field/errors.go``); :mod:`webhook.admission`
+joins them into one denial.
 
 * our CRDs: ``CheckpointPolicy`` and ``Checkpoint`` parse through their models (the same code
   that reads them elsewhere), so an error names the field exactly as a reader would fail on it;
 * queue opt-in labels: ``kontinue.dev/enabled`` is ``"true"``/``"false"``, and
   ``kontinue.dev/policy`` names a policy that exists (or ``default``);
-* pods: the reserved keys (DESIGN.md "Pod keys Kontinue owns") may be neither changed on UPDATE
+* pods: the reserved keys (docs/api.md, "Keys") may be neither changed on UPDATE
   nor forged on CREATE. A CREATE reaching us has already been through our own mutation, so on
   CREATE the keys are checked for *consistency* with the pod (its own lineage, a Checkpoint of
   that lineage, paths inside that lineage's directory) rather than for absence.

@@ -4,7 +4,7 @@ Copied from kubernetes/kubernetes ``pkg/controller/job/job_controller.go`` (``is
 ``onlyReplaceFailedPods``, ``canRemoveFinalizer``, ``trackJobStatusAndRemoveFinalizers``,
 ``manageJob``) and ``pkg/controller/job/pod_failure_policy.go`` (``matchPodFailurePolicy``), and
 checked against the measurements of a real v1.36.2 control plane in
-shared/reference/job-accounting.md (every row of its table is a test in
+tests/fixtures/cluster/job-accounting.md (every row of its table is a test in
 tests/unit/emulator/test_job_accounting.py). The facts that matter for preemption:
 
 - a pod is counted only while it carries the ``batch.kubernetes.io/job-tracking`` finalizer; the

@@ -28,7 +28,7 @@ server-side apply on ``workloads/status``, field manager ``kueue-admission``, fo
 whole status Kueue holds — so list entries another manager applied (an admission check's
 ``podSetUpdates``) survive Kueue dropping them, as measured on a real apiserver.
 
-Timing copied from observation (shared/reference/kueue.md, last section): the job controller
+Timing copied from observation (docs/cluster-emulation-queues.md): the job controller
 updates a suspended Job (clearing ``startTime``) about 50 ms after Kueue's suspend patch, before
 Kueue's ``status.startTime=nil`` patch arrives, which therefore gets a 409 and makes Kueue redo
 ``Stop`` (a second suspend update and a second ``Stopped`` Event). The emulator waits up to

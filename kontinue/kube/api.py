@@ -2,7 +2,9 @@
 
 Why not the generated ``CoreV1Api``/``CustomObjectsApi``? Their models are not ours (we use the
 pydantic models in :mod:`kontinue.models`), and ``CustomObjectsApi`` sends a dict patch as
-``application/json-patch+json``, which a real apiserver rejects (style.md §3, trap 1). Every
+``application/json-patch+json``, which a real apiserver rejects for a merge patch body
+(kubernetes-asyncio: the generated ``client/api/custom_objects_api.py`` lists that type first and
+``ApiClient.select_header_content_type`` in ``client/api_client.py`` takes the first). Every
 write here names its Content-Type; every failure becomes a :mod:`kontinue.kube.errors` error.
 
 Objects go in and come out as plain dicts; callers validate them into models at their boundary.

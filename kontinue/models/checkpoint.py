@@ -51,7 +51,7 @@ class Lineage(base.OwnModel):
 
     @property
     def key(self) -> str:
-        """``<namespace>/<owner kind>/<owner name>`` as in DESIGN.md."""
+        """``<namespace>/<owner kind>/<owner name>`` as in docs/api.md."""
         return f"{self.namespace}/{self.owner_kind}/{self.owner_name}"
 
     @property

@@ -2,7 +2,8 @@
 
 Each writes the pod condition ``DisruptionTarget=True`` with its reason before (or, for the
 Eviction API, as part of) the graceful deletion. Recorded on a real v1.36.2 control plane
-(tests/fixtures/bridge/pod-disruption-*.json, from shared/fixtures/admission 25, 32, 41):
+(tests/fixtures/bridge/pod-disruption-*.json; recorded admission requests 25, 32, 41, as
+tests/fixtures/README.md lists):
 
 - ``PreemptionByScheduler`` (source Scheduler): ``system:kube-scheduler`` on pods/status,
   before its DELETE;

@@ -1,4 +1,5 @@
-"""Kueue: a Workload's ``Evicted=True`` is the trigger (shared/reference/kueue.md §1.1).
+"""Kueue: a Workload's ``Evicted=True`` is the trigger (kueue ``pkg/workload/evict/evict.go``;
+docs/cluster-emulation-queues.md).
 
 Kueue sets ``Evicted=True`` (reason ``Preempted``, ``PodsReadyTimeout``, ``ClusterQueueStopped``,
 …) and, for preemption, ``Preempted=True`` (reason ``InClusterQueue``, ``InCohort…``) in one patch;

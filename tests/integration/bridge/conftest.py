@@ -6,7 +6,7 @@ those components write, with their users and shapes:
 - Kueue: the Workload of a batch/v1 Job (controller ownerReference to the Job), its admission,
   and the eviction patch — ``Evicted=True`` (reason ``Preempted``) and ``Preempted=True``
   (``InClusterQueue``) in one server-side apply as ``kueue-admission``
-  (shared/reference/kueue.md §1.1 step A);
+  (kueue ``pkg/workload/evict/evict.go``);
 - the job controller: pod DELETE without a grace override (the pod's own
   ``terminationGracePeriodSeconds`` applies, §1.1 step C);
 - the kubelet: the final pod status (phase ``Failed``, container ``terminated`` with exit code,

@@ -4,7 +4,8 @@ The real bridge (``queue_bridge.app.run``) against the API emulator; the tests w
 disrupting components write, as those users (recorded on a real v1.36.2 control plane):
 
 - kube-scheduler: ``DisruptionTarget=True`` reason ``PreemptionByScheduler`` on pods/status as
-  ``system:kube-scheduler``, then a graceful DELETE (shared/fixtures/admission 25, 26);
+  ``system:kube-scheduler``, then a graceful DELETE (recorded admission requests 25, 26, as
+  tests/fixtures/README.md lists);
 - the taint-eviction controller: ``DeletionByTaintManager`` on pods/status as
   ``system:serviceaccount:kube-system:node-controller`` (admission 41);
 - Volcano's evictor: ``Ready=False`` (reason ``Evict``) + ``DisruptionTarget=True``

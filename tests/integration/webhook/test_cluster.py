@@ -6,7 +6,7 @@ starts containers as real local processes, with the emulated Kueue admitting the
 runs as ``webhook.__main__.serve`` against that API and is called by it over HTTPS. The container
 prints what it sees and writes a file into ``KONTINUE_CHECKPOINT_DIR``: the file must land in the
 lineage's directory on the shared checkpoint volume, in a sub-directory named by the pod's UID
-(the downward-API expansion a real kubelet does, recorded in shared/fixtures/kubelet/10).
+(the downward-API expansion a real kubelet does, recorded in tests/fixtures/kubelet/, recording 10).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Every row of shared/reference/job-accounting.md (measured on a real v1.36.2 job controller).
+"""Every row of tests/fixtures/cluster/job-accounting.md (measured on a real v1.36.2 job
+controller).
 
 Each row is replayed as the sequence of pod changes the real cluster made (suspend: finalizer
 removed, then DELETE; scheduler preemption: ``DisruptionTarget`` + DELETE while running; then the
