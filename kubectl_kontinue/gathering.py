@@ -24,7 +24,7 @@ from kontinue.models import base, checkpoint, core, kueue, volcano
 from kontinue.models import errors as model_errors
 from kontinue.models import policy as policy_model
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("kontinue.cli")
 
 Obj = dict[str, Any]
 M = TypeVar("M")

@@ -25,7 +25,7 @@ from typing import Any
 
 from kontinue.kube import api, errors, resources
 
-logger = logging.getLogger("kontinue.leader")
+logger = logging.getLogger("kontinue.bridge.leader")
 
 
 def format_micro_time(value: datetime.datetime) -> str:

@@ -28,7 +28,7 @@ from kontinue.kube import errors
 
 K = TypeVar("K", bound=Hashable)
 
-logger = logging.getLogger("kontinue.queue")
+logger = logging.getLogger("kontinue.bridge.queue")
 
 
 class WorkQueue(Generic[K]):

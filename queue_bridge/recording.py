@@ -20,7 +20,7 @@ from typing import Any, Literal
 from kontinue.kube import api, errors, interface, resources
 from kontinue.models import base
 
-logger = logging.getLogger("kontinue.events")
+logger = logging.getLogger("kontinue.bridge.events")
 
 COMPONENT = "kontinue-bridge"
 

@@ -29,7 +29,7 @@ from kontinue.kube import cacheset, client
 from webhook import app as app_module
 from webhook import caches, rotation, settings, tls
 
-logger = logging.getLogger("webhook")
+logger = logging.getLogger("kontinue.webhook")
 
 
 async def serve(

@@ -25,7 +25,7 @@ from webhook import admission, limits, review, settings, shape
 from webhook import metrics as webhook_metrics
 from webhook import state as state_module
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("kontinue.webhook.app")
 
 
 class Readiness:

@@ -40,7 +40,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kontinue.kube import api as api_module
 from kontinue.kube import errors, resources
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("kontinue.webhook.certs")
 
 CA_VALIDITY = datetime.timedelta(days=3650)
 SERVING_VALIDITY = datetime.timedelta(days=365)

@@ -22,7 +22,7 @@ from kontinue.kube import api as kube_api
 from kontinue.kube import errors
 from webhook import certs, settings, tls
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("kontinue.webhook.rotation")
 
 
 async def sync_once(

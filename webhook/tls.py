@@ -30,7 +30,7 @@ import tempfile
 
 from webhook import metrics as webhook_metrics
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("kontinue.webhook.tls")
 
 
 class ServingCertificate:
