@@ -41,7 +41,7 @@ from typing import Any
 
 from aiohttp import http_exceptions, web
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("kontinue.webhook.limits")
 
 MiB = 1024 * 1024
 

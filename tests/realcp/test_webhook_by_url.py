@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from kontinue import keys
-from kontinue.kube import api, client, errors, resources, watching
+from kontinue.kube import api, cacheset, client, errors, resources, watching
 from tests import fixtures
 from tests.realcp import controlplane
 from webhook import __main__ as main
@@ -102,7 +102,13 @@ async def by_url(
     api_client = await client.api_client_from_dict(crds.kubeconfig())
     stop = asyncio.Event()
     serving = asyncio.create_task(
-        main.serve(config, stop=stop, api_client=api_client, sock=sock, backoff=FAST)
+        main.serve(
+            config,
+            stop=stop,
+            api_client=api_client,
+            sock=sock,
+            cache_options=cacheset.CacheOptions(backoff=FAST),
+        )
     )
     try:
         async with asyncio.timeout(30):

@@ -25,7 +25,7 @@ from cryptography import x509
 
 from emulator.apiserver import server
 from kontinue import keys
-from kontinue.kube import client, errors, resources, watching
+from kontinue.kube import cacheset, client, errors, resources, watching
 from tests import fixtures
 from webhook import __main__ as main
 from webhook import certs, settings
@@ -115,7 +115,13 @@ async def _serving_by_url(
     api_client = await client.api_client_from_dict(emulated.kubeconfig(WEBHOOK_USER))
     stop = asyncio.Event()
     serving = asyncio.create_task(
-        main.serve(config, stop=stop, api_client=api_client, sock=sock, backoff=FAST)
+        main.serve(
+            config,
+            stop=stop,
+            api_client=api_client,
+            sock=sock,
+            cache_options=cacheset.CacheOptions(backoff=FAST),
+        )
     )
     await _bundle_published(emulated, serving)
     return serving, stop, sock, url, api_client
