@@ -12,6 +12,7 @@ wiring yet).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from emulator import cluster
 from kontinue import keys
 from kontinue.kube import api, resources
 from kontinue.models import checkpoint
-from tests.integration.bridge.conftest import BRIDGE_USER, eventually
+from tests.integration.bridge.conftest import BRIDGE_USER, SYSTEM, eventually
 from tests.integration.bridge.test_end_to_end import GRACE, NS, System, system
 
 Obj = dict[str, Any]
@@ -136,8 +137,34 @@ def _index(pod: Obj) -> str:
     return f"index={pod['metadata']['annotations'][keys.JOB_COMPLETION_INDEX_ANNOTATION]}"
 
 
+async def _gated_then_leader_change(s: System, pods: int, seen: set[str], stall: Any) -> None:
+    """Every new pod waits, gated and unscheduled, for the set's verdict; then the leading bridge
+    dies and the bridge can write again: the other replica must record the set and ungate."""
+
+    async def gated() -> bool:
+        found = await _live_pods(s, "par", exclude=seen)
+        return len(found) == pods and all(
+            {"name": keys.SET_VERDICT_GATE} in (p["spec"].get("schedulingGates") or [])
+            for p in found
+        )
+
+    await eventually(gated, within=60, what="every new pod gated on the set's verdict")
+    await asyncio.sleep(1.0)
+    for pod in await _live_pods(s, "par", exclude=seen):
+        assert not pod["spec"].get("nodeName"), "a gated pod was scheduled"
+    lease = await s.admin.get(resources.LEASES, "kontinue-bridge", namespace=SYSTEM)
+    holder = lease["spec"]["holderIdentity"]
+    s.bridges[holder].cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await s.bridges[holder]
+    s.cluster.api.faults.remove(stall)
+
+
 @pytest.mark.parametrize("pods", [2, 4])
-async def test_preempt_one_then_evict_all_with_a_torn_member(tmp_path: Path, pods: int) -> None:
+@pytest.mark.parametrize("mode", ["wait-and-leader-change", "no-wait"])
+async def test_preempt_one_then_evict_all_with_a_torn_member(
+    tmp_path: Path, pods: int, mode: str
+) -> None:
     """The timeline of docs/restore-timeline.md, for 2- and 4-pod Indexed Jobs (coupled):
 
     1. Kueue evicts the Job: set W (every member saves); every new pod restores its own member.
@@ -145,7 +172,10 @@ async def test_preempt_one_then_evict_all_with_a_torn_member(tmp_path: Path, pod
        restores P's member, the other pods run on.
     3. Kueue evicts the Job again; the last index is SIGKILLed mid-save (set T Failed), and the
        new pods are created while the bridge cannot yet record T (its status writes fail), so they
-       wait, gated, for T's verdict. Then: index 0 resumes from P, every other index from W —
+       wait, gated, for T's verdict; the leading bridge is then killed and the other replica
+       records T and gives the verdict (``wait-and-leader-change``). Without the stall the new
+       pods may come before or after T is recorded (``no-wait``); the outcome must not depend on
+       it. Then: index 0 resumes from P, every other index from W —
        never from T, never from another identity's directory (issue 19 item 1: on main the
        index-1 pod restored P's index-0 directory; issue 11 item 1: pod 0 restored T's member 0
        while the others fell back).
@@ -153,8 +183,14 @@ async def test_preempt_one_then_evict_all_with_a_torn_member(tmp_path: Path, pod
     control = tmp_path / "control"
     control.mkdir()
     everyone = [f"index={i}" for i in range(pods)]
+    waiting = mode == "wait-and-leader-change"
     async with system(
-        tmp_path, opted_in=True, wait_seconds=3, gpus_quota=pods, node_count=pods
+        tmp_path,
+        opted_in=True,
+        wait_seconds=3,
+        gpus_quota=pods,
+        node_count=pods,
+        replicas=2 if waiting else 1,
     ) as s:
         await s.admin.create(
             resources.JOBS, _job("par", priority="low", pods=pods, control=control)
@@ -195,21 +231,12 @@ async def test_preempt_one_then_evict_all_with_a_torn_member(tmp_path: Path, pod
         stall = s.cluster.api.faults.add(
             verb="patch", resource="checkpoints", subresource="status", user=BRIDGE_USER, count=None
         )
+        if not waiting:
+            s.cluster.api.faults.remove(stall)
         await _preempt(s, "high-2", control, pods)
         seen |= {p["metadata"]["uid"] for p in [*second, replacement]}
-
-        async def gated() -> bool:
-            found = await _live_pods(s, "par", exclude=seen)
-            return len(found) == pods and all(
-                {"name": keys.SET_VERDICT_GATE} in (p["spec"].get("schedulingGates") or [])
-                for p in found
-            )
-
-        await eventually(gated, within=60, what="every new pod gated on the set's verdict")
-        await asyncio.sleep(1.0)
-        for pod in await _live_pods(s, "par", exclude=seen):
-            assert not pod["spec"].get("nodeName"), "a gated pod was scheduled"
-        s.cluster.api.faults.remove(stall)
+        if waiting:
+            await _gated_then_leader_change(s, pods, seen, stall)
 
         third = await _running_all(s, "par", pods, exclude=seen)
         torn = [cp for cp in await s.checkpoints() if cp.name not in (whole.name, partial.name)]
