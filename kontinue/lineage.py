@@ -21,6 +21,7 @@ Owner kinds are written as Kubernetes spells them for the core ``batch`` group (
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from kontinue import keys
@@ -149,3 +150,21 @@ def checkpoint_dir(
     if not (_UID_LIKE.match(pod_uid) or _DOWNWARD_REF.match(pod_uid)):
         raise ValueError(f"pod uid {pod_uid!r} is not a UID or a $(VAR) reference")
     return f"{lineage_dir(lineage)}/{pod_uid}"
+
+
+def contains(path: str, owner: checkpoint.Lineage, *, mount_path: str) -> bool:
+    """Whether ``path`` lies in ``owner``'s own directory under the checkpoint mount.
+
+    Both are normalised and compared as path prefixes, component by component: neither
+    ``/etc/<lineage dir>/`` (the directory's name elsewhere) nor ``<mount>/<lineage dir>/../x``
+    (an escape) nor ``<mount>/<lineage dir>-evil`` (a sibling sharing the prefix) is inside.
+    Shared by the restore plan (never hands such a directory out) and the validating webhook
+    (denies a pod naming one).
+    """
+    if not path.startswith("/") or "\0" in path:
+        return False
+    root = f"{mount_path.rstrip('/')}/{lineage_dir(owner)}"
+    if not root.startswith("/") or "\0" in root:
+        return False
+    found, root = posixpath.normpath(path), posixpath.normpath(root)
+    return found == root or found.startswith(root.rstrip("/") + "/")

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from kontinue import identity as identity_module
 from kontinue import keys, lineage
@@ -205,6 +205,7 @@ def mismatch(
     pod_fingerprint: checkpoint.Fingerprint,
     nodes: list[core.Node] | None,
     also: dict[str, str] | None = None,
+    pinned: Mapping[str, str] | None = None,
 ) -> tuple[str | None, dict[str, str]]:
     """``(why not, {})`` or ``(None, node labels to require)`` for one checkpoint.
 
@@ -254,6 +255,8 @@ def mismatch(
             return f"{key.value} {mine} != pod's {theirs}", {}
         if also and also.get(label, mine) != mine:
             return f"{key.value} {mine} != awaited checkpoint's {also[label]}", {}
+        if pinned and pinned.get(label, mine) != mine:
+            return f"nodeSelector {label}={pinned[label]} excludes checkpoint's {mine}", {}
         required[label] = mine
     required = {**(also or {}), **required}
     if (
@@ -284,6 +287,14 @@ def _unusable(
     return None
 
 
+def _outside(
+    path: str, owner: checkpoint.Lineage, policy: policy_model.CheckpointPolicy
+) -> tuple[str, dict[str, str]] | None:
+    if lineage.contains(path, owner, mount_path=policy.spec.storage.mount_path):
+        return None
+    return f"records a directory outside lineage {owner.key}: {path}", {}
+
+
 def _when(cp: checkpoint.Checkpoint) -> str:
     return _aware(cp.spec.trigger.time).astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -308,8 +319,13 @@ def plan(
     policy: policy_model.CheckpointPolicy,
     pod_fingerprint: checkpoint.Fingerprint,
     nodes: Iterable[core.Node] | None,
+    pinned: Mapping[str, str] | None = None,
 ) -> Plan:
     """The restore plan of a pod of ``owner`` with member ``identity`` (rules: module doc).
+
+    ``pinned``: the pod's ``nodeSelector``; a set needing another value of a label it pins is
+    passed over, as is a set recording a member directory outside the lineage's own directory
+    (the validating webhook would deny a pod naming it).
 
     ``identity`` ``None``: rank 0's plan (a pod template with no place yet: the AdmissionCheck).
     ``nodes`` ``None``: skip the node check (retention plans for no particular pod).
@@ -353,11 +369,11 @@ def plan(
         if awaiting and not cp.status.phase.terminal:
             if not first:
                 continue  # an older set still saving while a newer one is known: not awaited
-            why, labels = mismatch(
-                cp, policy=policy, pod_fingerprint=pod_fingerprint, nodes=node_list
+            path = member_dir(cp, member, policy=policy)
+            why, labels = _outside(path, owner, policy) or mismatch(
+                cp, policy=policy, pod_fingerprint=pod_fingerprint, nodes=node_list, pinned=pinned
             )
             if why is None:
-                path = member_dir(cp, member, policy=policy)
                 wait_for, wait_labels = Source(cp, member, path), labels
             else:
                 skipped.append(cp.name)
@@ -368,19 +384,21 @@ def plan(
         why = None
         if cp.status.failed_restores >= attempts:
             why = f"{cp.status.failed_restores} failed restores"
+        path = member_dir(cp, member, policy=policy)
         if why is None:
-            why, labels = mismatch(
+            why, labels = _outside(path, owner, policy) or mismatch(
                 cp,
                 policy=policy,
                 pod_fingerprint=pod_fingerprint,
                 nodes=node_list,
                 also=wait_labels,
+                pinned=pinned,
             )
         if why is not None:
             skipped.append(cp.name)
             notes.append(f"{cp.name}: {why}")
             continue
-        source = Source(cp, member, member_dir(cp, member, policy=policy))
+        source = Source(cp, member, path)
         if wait_for is not None:
             return Plan(
                 wanted,

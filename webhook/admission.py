@@ -90,26 +90,10 @@ def mutate_pod(
         policy=decision.policy,
         pod_fingerprint=fingerprint,
         nodes=state.nodes(),
+        pinned=pod.spec.node_selector,
     )
     restore = _rendered(plan)
     cold_start_reason = plan.reason
-    if restore is not None:
-        # Never hand out a path the validating webhook would deny (the pod could then not be
-        # created at all): a Checkpoint recording a directory outside its lineage is not used.
-        stray = [
-            p
-            for p in (restore.source, restore.wait_for)
-            if p
-            and not validation.inside_lineage(
-                p, pod_lineage, mount_path=decision.policy.spec.storage.mount_path
-            )
-        ]
-        if stray:
-            cold_start_reason = (
-                f"checkpoint {restore.annotation} records a directory outside lineage "
-                f"{pod_lineage.key}: {stray[0]}"
-            )
-            restore = None
     rendered = plumbing.plumb_pod(
         obj,
         pod_lineage=pod_lineage,

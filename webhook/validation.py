@@ -17,7 +17,6 @@ joins them into one denial.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable
 from typing import Any
 
@@ -193,25 +192,10 @@ def changed_reserved_annotations(pod: Obj, old_pod: Obj) -> list[FieldError]:
     return found
 
 
-def _normal(path: str) -> str | None:
-    """``path`` without ``.``, ``..`` or repeated slashes; ``None`` when it is not absolute."""
-    if not path.startswith("/") or "\0" in path:
-        return None
-    return posixpath.normpath(path)
-
-
 def inside_lineage(path: str, pod_lineage: checkpoint.Lineage, *, mount_path: str) -> bool:
-    """Whether ``path`` lies in the lineage's own directory under the checkpoint mount.
-
-    Both are normalised and compared as path prefixes, component by component: neither
-    ``/etc/<lineage dir>/`` (the directory's name elsewhere) nor ``<mount>/<lineage dir>/../x``
-    (an escape) nor ``<mount>/<lineage dir>-evil`` (a sibling sharing the prefix) is inside.
-    """
-    found = _normal(path)
-    root = _normal(f"{mount_path.rstrip('/')}/{lineage.lineage_dir(pod_lineage)}")
-    if found is None or root is None:
-        return False
-    return found == root or found.startswith(root.rstrip("/") + "/")
+    """Whether ``path`` lies in the lineage's own directory under the checkpoint mount
+    (:func:`kontinue.lineage.contains`, the check the restore plan applies too)."""
+    return lineage.contains(path, pod_lineage, mount_path=mount_path)
 
 
 def _mount_paths(container: Obj, pod_mounts: list[str]) -> list[str]:

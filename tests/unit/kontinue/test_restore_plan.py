@@ -325,3 +325,42 @@ def test_verdict_waits_while_the_set_saves_and_falls_back_when_it_is_gone() -> N
     gone = restore_plan.verdict(None, identity="index=0", policy=_policy())
     assert gone.ready
     assert gone.member == restore_plan.NOT_RESTORABLE
+
+
+# --- the vetoes live in the plan too: an excluded set falls back to an older one ---------------
+
+
+def _with_product(cp: checkpoint.Checkpoint, product: str) -> checkpoint.Checkpoint:
+    spec = cp.spec.model_copy(update={"fingerprint": checkpoint.Fingerprint(gpu_product=product)})
+    return cp.model_copy(update={"spec": spec})
+
+
+def test_a_set_the_pods_node_selector_excludes_falls_back_to_an_older_one() -> None:
+    older = _with_product(WHOLE, "A100")
+    newer = _with_product(_set("newer", 5, {"index=0": SAVED, "index=1": SAVED}), "H100")
+    result = restore_plan.plan(
+        [older, newer],
+        owner=OWNER,
+        identity="index=1",
+        policy=_policy(),
+        pod_fingerprint=checkpoint.Fingerprint(),
+        nodes=None,
+        pinned={keys.GPU_PRODUCT_LABEL: "A100"},
+    )
+    assert _from(result) == ("whole", "whole-uid-1")
+    assert result.passed_over == ["newer"]
+    assert "nodeSelector nvidia.com/gpu.product=A100 excludes checkpoint's H100" in result.reason
+
+
+def test_a_set_recording_a_directory_outside_the_lineage_is_passed_over() -> None:
+    stray = _set("stray", 5, {"index=0": SAVED, "index=1": SAVED})
+    results = [
+        r.model_copy(update={"path": "/kontinue/checkpoints/other/x/y"})
+        for r in stray.status.members
+    ]
+    stray = stray.model_copy(
+        update={"status": stray.status.model_copy(update={"members": results})}
+    )
+    result = _plan([WHOLE, stray], "index=0")
+    assert _from(result) == ("whole", "whole-uid-0")
+    assert "outside lineage" in result.reason
