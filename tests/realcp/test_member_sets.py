@@ -1,0 +1,162 @@
+"""Issues 19 and 11 item 1 on a real kube-apiserver v1.36.2 with the real job controller.
+
+The kueue overlay's webhook and bridge run as their console scripts under their ServiceAccounts
+(tests/realcp/processes.py). The Indexed Job's pods are created by the real job controller, so
+the completion index the member identity comes from is the one Kubernetes itself stamps; the
+scheduling gate, the downward-API env the restore reads its verdict from, and the bridge's
+verdict patch (annotations + gate removal in one JSON patch) are all judged by the real
+apiserver's validation.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kontinue import keys, lineage, restore_plan
+from kontinue.kube import api, resources
+from kontinue.models import base, checkpoint
+from tests.realcp import objects, processes
+
+
+def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container.get("env") or []}
+
+
+async def test_every_pod_of_an_indexed_job_gets_its_member_identity(
+    kontinue: processes.Installed, admin: api.Api, namespace: str
+) -> None:
+    queue = await objects.queues(admin, namespace, opted_in=True)
+    await objects.claim(admin, namespace)
+    await admin.create(resources.JOBS, objects.job(namespace, queue), namespace=namespace)
+
+    async def plumbed() -> bool:
+        pods = await objects.pods(admin, namespace)
+        return len(pods) == 2 and all(
+            keys.LINEAGE_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods
+        )
+
+    await objects.until(plumbed, "two plumbed pods")
+    members = set()
+    for pod in await objects.pods(admin, namespace):
+        index = pod["metadata"]["annotations"][keys.JOB_COMPLETION_INDEX_ANNOTATION]
+        for container in pod["spec"]["containers"]:
+            assert _env(container)[keys.ENV_MEMBER]["value"] == f"index={index}"
+        members.add(index)
+    assert members == {"0", "1"}
+
+
+def _set(
+    namespace: str, owner: checkpoint.Lineage, name: str, minute: int, uids: list[str]
+) -> dict[str, Any]:
+    when = datetime.datetime(2026, 12, 3, 9, minute, tzinfo=datetime.UTC)
+    return {
+        "apiVersion": keys.API_VERSION,
+        "kind": "Checkpoint",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "lineage": base.to_dict(owner),
+            "trigger": {"source": "Kueue", "reason": "Preempted", "time": base.format_time(when)},
+            "members": [
+                {"podName": f"{name}-{i}", "podUid": uid, "identity": f"index={i}", "index": i}
+                for i, uid in enumerate(uids)
+            ],
+        },
+    }
+
+
+async def test_pods_wait_gated_for_a_saving_set_and_the_bridge_gives_the_verdict(
+    kontinue: processes.Installed, admin: api.Api, namespace: str
+) -> None:
+    """A 2-member set of the Job is still InProgress when its pods are created: the real
+    apiserver admits them gated, with the restore's wait path built from the downward API. The
+    real bridge finds the set's members gone (they were evicted pods), fails it, and ungates
+    each pod with the verdict "not restorable": both fall back to the older whole set."""
+    queue = await objects.queues(admin, namespace, opted_in=True)
+    await objects.claim(admin, namespace)
+    job = objects.job(namespace, queue)
+    job["spec"]["suspend"] = True
+    created = await admin.create(resources.JOBS, job, namespace=namespace)
+    owner = checkpoint.Lineage(
+        namespace=namespace,
+        owner_kind="Job",
+        owner_name=created["metadata"]["name"],
+        owner_uid=created["metadata"]["uid"],
+    )
+    old_uids = ["0b1e6a52-0000-4000-8000-000000000000", "0b1e6a52-0000-4000-8000-000000000001"]
+    new_uids = ["7c2d9f10-0000-4000-8000-000000000000", "7c2d9f10-0000-4000-8000-000000000001"]
+    await admin.create(
+        resources.CHECKPOINTS, _set(namespace, owner, "old", 1, old_uids), namespace=namespace
+    )
+    await admin.merge_patch(
+        resources.CHECKPOINTS,
+        "old",
+        {"status": {"phase": "Succeeded"}},
+        namespace=namespace,
+        subresource="status",
+    )
+    await admin.create(
+        resources.CHECKPOINTS, _set(namespace, owner, "saving", 2, new_uids), namespace=namespace
+    )
+    await admin.merge_patch(
+        resources.CHECKPOINTS,
+        "saving",
+        {"status": {"phase": "InProgress"}},
+        namespace=namespace,
+        subresource="status",
+    )
+
+    async def webhook_sees_them() -> bool:  # its Checkpoint cache: a dry-run pod restores
+        probe = objects.pod(namespace, queue=queue)
+        probe["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": owner.owner_name,
+                "uid": owner.owner_uid,
+                "controller": True,
+            }
+        ]
+        dry = await admin.create(resources.PODS, probe, namespace=namespace, dry_run=True)
+        annotations = dry["metadata"].get("annotations") or {}
+        return annotations.get(keys.RESTORE_FROM_ANNOTATION) == "saving"
+
+    await objects.until(webhook_sees_them, "the webhook's cache holds both sets")
+    await admin.merge_patch(
+        resources.JOBS, owner.owner_name, {"spec": {"suspend": False}}, namespace=namespace
+    )
+
+    async def gated() -> bool:
+        pods = await objects.pods(admin, namespace)
+        return len(pods) == 2 and all(
+            {"name": keys.SET_VERDICT_GATE} in (p["spec"].get("schedulingGates") or [])
+            for p in pods
+        )
+
+    await objects.until(gated, "both pods created, gated on the set's verdict")
+    own = lineage.lineage_dir(owner)
+    for pod in await objects.pods(admin, namespace):
+        index = int(pod["metadata"]["annotations"][keys.JOB_COMPLETION_INDEX_ANNOTATION])
+        (init,) = pod["spec"]["initContainers"]
+        env = _env(init)
+        assert env[keys.ENV_VERDICT_MEMBER]["valueFrom"]["fieldRef"]["fieldPath"] == (
+            f"metadata.annotations['{keys.RESTORE_MEMBER_ANNOTATION}']"
+        )
+        assert env[keys.ENV_WAIT_FOR]["value"].endswith(f"{own}/$({keys.ENV_VERDICT_MEMBER})")
+        assert env[keys.ENV_RESTORE_SOURCE]["value"].endswith(f"{own}/{old_uids[index]}")
+        assert pod["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == "saving"
+
+    bridge = processes.start_bridge(kontinue)
+    kontinue.programs["bridge"] = bridge
+
+    async def ungated() -> bool:
+        pods = await objects.pods(admin, namespace)
+        return len(pods) == 2 and not any(p["spec"].get("schedulingGates") for p in pods)
+
+    await objects.until(ungated, f"the bridge's verdict\n{bridge.tail()}", seconds=60)
+    saving = await admin.get(resources.CHECKPOINTS, "saving", namespace=namespace)
+    assert saving["status"]["phase"] == "Failed"
+    for pod in await objects.pods(admin, namespace):
+        annotations = pod["metadata"]["annotations"]
+        assert annotations[keys.RESTORE_MEMBER_ANNOTATION] == restore_plan.NOT_RESTORABLE
+        assert annotations[keys.RESTORE_WAIT_ANNOTATION] == "0"
