@@ -161,7 +161,7 @@ def _misshapen(request: review.AdmissionRequest, *, path: str) -> review.Verdict
         return None
     found = shape.problems(
         group=request.kind.group, kind=request.kind.kind, obj=request.object, old=request.old_object
-    )
+    ) or shape.namespace_problems(request.namespace, request.object, request.old_object)
     if not found:
         return None
     message = f"{request.kind.kind}: malformed object: " + "; ".join(str(e) for e in found)

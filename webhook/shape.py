@@ -242,3 +242,26 @@ def problems(
                     if inner is not None:
                         _pod_spec(found, inner, f"{prefix}spec.template.spec")
     return found.items
+
+
+def namespace_problems(
+    namespace: str | None, obj: dict[str, Any] | None, old: dict[str, Any] | None
+) -> list[FieldError]:
+    """An object whose own namespace is not the request's.
+
+    kube-apiserver refuses that before admission ("the namespace of the provided object does
+    not match the namespace sent on the request"), and the rules read one or the other: the
+    mutation found a lineage's checkpoints by the object's namespace while the validation
+    looked the restore source up in the request's (found by the fuzz suite).
+    """
+    found: list[FieldError] = []
+    for prefix, current in (("", obj), ("oldObject.", old)):
+        meta = (current or {}).get("metadata") or {}
+        own = meta.get("namespace") if isinstance(meta, dict) else None
+        if own and namespace and own != namespace:
+            found.append(
+                FieldError(
+                    f"{prefix}metadata.namespace", f"{own!r} is not the request's {namespace!r}"
+                )
+            )
+    return found

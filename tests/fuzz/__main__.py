@@ -20,11 +20,22 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from tests.fuzz import inputs, properties
 
+BATCH = 10_000
+"""Inputs per Hypothesis run: its record of tried inputs grows with each run, so a long search
+is a series of runs with seeds derived from the one printed."""
+
 
 def run(count: int, chosen_seed: int) -> properties.Stats:
     stats = properties.Stats()
     started = time.monotonic()
+    batch = 0
+    while stats.inputs < count:
+        _batch(stats, min(BATCH, count - stats.inputs), chosen_seed + batch, started)
+        batch += 1
+    return stats
 
+
+def _batch(stats: properties.Stats, count: int, batch_seed: int, started: float) -> None:
     @settings(
         max_examples=count,
         deadline=None,
@@ -32,7 +43,7 @@ def run(count: int, chosen_seed: int) -> properties.Stats:
         phases=[Phase.generate],  # no shrinking: every failure is counted and kept as drawn
         suppress_health_check=list(HealthCheck),
     )
-    @seed(chosen_seed)
+    @seed(batch_seed)
     @given(inputs.cases())
     def one(case: inputs.Case) -> None:
         stats.record(case)
@@ -40,8 +51,10 @@ def run(count: int, chosen_seed: int) -> properties.Stats:
             rate = stats.inputs / (time.monotonic() - started)
             print(f"  {stats.inputs} inputs, {stats.failed} failed, {rate:.0f}/s", flush=True)
 
+    before = stats.inputs
     one()
-    return stats
+    if stats.inputs == before:  # pragma: no cover - Hypothesis found nothing to generate
+        raise RuntimeError("no inputs generated")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"failures: {stats.failed}")
     for problems, case in stats.failures[:5]:
         print(f"  - {'; '.join(problems)}\n    {case.describe()}")
-    if args.save and stats.failures:
+    if args.save:
         with open(args.save, "w") as out:
             for problems, case in stats.failures:
                 record = {"problems": problems, "path": case.path, "state": case.state_index}
@@ -68,6 +81,16 @@ def main(argv: list[str] | None = None) -> int:
                 out.write("\n")
         print(f"failing inputs written to {args.save}")
     if stats.slowest_case is not None:
+        again = time.perf_counter()
+        properties.check(stats.slowest_case)
+        rerun = (time.perf_counter() - again) * 1000
+        print(f"slowest input, run again: {rerun:.1f} ms (the first time may include a GC pause)")
+        if args.save:
+            with open(args.save, "a") as out:
+                slow = stats.slowest_case
+                record = {"slowest_ms": stats.slowest * 1000, "path": slow.path}
+                out.write(json.dumps({**record, "body": slow.body.decode("utf-8", "replace")}))
+                out.write("\n")
         print(f"slowest input: {stats.slowest * 1000:.1f} ms: {stats.slowest_case.describe()}")
     return 1 if stats.failed else 0
 

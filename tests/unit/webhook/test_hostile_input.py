@@ -339,3 +339,19 @@ def test_annotations_over_the_kubernetes_total_are_malformed() -> None:
     answer = _response(support.request_for(pod, username="alice"), "/validate")
     assert answer["status"]["code"] == 400
     assert "may not exceed 262144 bytes" in answer["status"]["message"]
+
+
+def test_an_object_whose_namespace_is_not_the_requests_is_malformed() -> None:
+    """Found by the fuzz suite: the mutation looked checkpoints up by the pod's namespace and
+    the validation by the request's, so our own mutation was denied. kube-apiserver never sends
+    such a review (it refuses the mismatch before admission)."""
+    pod = support.kueue_pod()
+    pod["metadata"]["namespace"] = "default"
+    body = support.request_for(pod, namespace="other")
+    denied = _response(body, "/validate")
+    assert denied["status"]["code"] == 400
+    assert (
+        "metadata.namespace: 'default' is not the request's 'other'" in denied["status"]["message"]
+    )
+    admitted = _response(body, "/mutate")
+    assert "patch" not in admitted
