@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from kontinue import keys, lineage
 from kontinue.models import core, errors
-from queue_bridge import instruments
+from kontinue.models.policy import Consistency
+from queue_bridge import deciding, instruments
 from queue_bridge.handlers import context
 
 
@@ -35,4 +36,8 @@ async def observe(ctx: context.Context, pod: core.Pod) -> None:
         why = pod.metadata.annotation(keys.COLD_START_REASON_ANNOTATION) or ""
         await ctx.event(job, keys.EVENT_COLD_START, f"pods start without a checkpoint: {why}")
     elif result == instruments.RESTORED:
-        await ctx.event(job, keys.EVENT_RESTORED, f"pods restored from checkpoint {name}")
+        decision = deciding.pod_decision(ctx.caches, pod)
+        rule = decision.policy.spec.restore.consistency if decision.policy else None
+        whose = "rank 0's member" if rule is Consistency.SHARED else "each its own member"
+        how = f" ({whose}, consistency {rule.value})" if rule is not None else ""
+        await ctx.event(job, keys.EVENT_RESTORED, f"pods restored from checkpoint {name}{how}")

@@ -319,6 +319,16 @@ async def test_a_pod_unschedulable_at_eviction_is_carried_forward_and_resumes_it
         expected[never_ran] = (saved_first[never_ran], in_whole[never_ran])
         assert _restores(s, third) == expected
 
+        async def told() -> bool:  # the Job's Restored Event names the rule
+            events = (await s.admin.list(resources.EVENTS, namespace=NS))["items"]
+            return any(
+                e.get("reason") == keys.EVENT_RESTORED
+                and "(each its own member, consistency coupled)" in e.get("message", "")
+                for e in events
+            )
+
+        await eventually(told, within=30, what="a Restored Event naming the consistency rule")
+
 
 def _jobset_child(jobset: str, uid: str, replicated: str, job_index: int, control: Path) -> Obj:
     """A JobSet's child Job as its controller creates it: Indexed, 2 pods, the JobSet labels and
