@@ -26,6 +26,7 @@ from typing import Any
 MANIFEST_NAME = "MANIFEST.json"
 MARKER_KEY = "kontinue"
 MARKER_VALUE = "checkpoint"
+MEMBER_KEY = "member"  # kontinue/keys.py MANIFEST_MEMBER_KEY: the saver's member identity
 FORMAT = "reference-trainer/v1"
 _TMP_SUFFIX = ".tmp"
 
@@ -46,19 +47,24 @@ class Manifest:
     step: int
     files: tuple[FileEntry, ...]
     created_at: float
+    member: str | None = None
+    """The member identity that saved it (``KONTINUE_MEMBER``; kontinue/identity.py)."""
 
     @property
     def total_bytes(self) -> int:
         return sum(entry.bytes for entry in self.files)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             MARKER_KEY: MARKER_VALUE,
             "format": FORMAT,
             "step": self.step,
             "createdAt": self.created_at,
             "files": [dataclasses.asdict(entry) for entry in self.files],
         }
+        if self.member is not None:
+            body[MEMBER_KEY] = self.member
+        return body
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -84,6 +90,7 @@ def write(
     seconds: float = 0.0,
     chunks: int = 20,
     sleep: Callable[[float], None] = time.sleep,
+    member: str | None = None,
 ) -> Manifest:
     """Write ``files`` into ``directory`` and then the manifest; return the durable manifest.
 
@@ -121,7 +128,7 @@ def write(
     if seconds > slept:
         sleep(seconds - slept)
     _fsync_dir(directory)
-    manifest = Manifest(step=step, files=tuple(entries), created_at=time.time())
+    manifest = Manifest(step=step, files=tuple(entries), created_at=time.time(), member=member)
     tmp = directory / (MANIFEST_NAME + _TMP_SUFFIX)
     with tmp.open("w") as out:
         json.dump(manifest.to_json(), out, sort_keys=True)
@@ -156,7 +163,10 @@ def _parse(raw: Any, *, directory: Path) -> Manifest:
         relative = _safe_relative(item["path"], directory=directory)
         entries.append(FileEntry(relative, item["bytes"], item["sha256"]))
     created = raw.get("createdAt", 0.0)
-    return Manifest(step=step, files=tuple(entries), created_at=float(created))
+    member = raw.get(MEMBER_KEY)
+    if member is not None and not isinstance(member, str):
+        raise CheckpointError(f"{where}: member must be a string, got {member!r}")
+    return Manifest(step=step, files=tuple(entries), created_at=float(created), member=member)
 
 
 def verify(directory: Path) -> Manifest:

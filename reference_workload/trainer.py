@@ -73,6 +73,8 @@ class Config:
     checkpoint_dir: Path | None = None
     restore_from: Path | None = None
     termination_log: Path = Path(DEFAULT_TERMINATION_LOG)
+    member: str | None = None
+    """``KONTINUE_MEMBER``: recorded in every save; a directory saved by another is refused."""
 
 
 def _number(raw: str, *, name: str, kind: type[int] | type[float], minimum: float) -> float:
@@ -141,6 +143,7 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         checkpoint_dir=_dir(keys.ENV_CHECKPOINT_DIR),
         restore_from=_dir(keys.ENV_RESTORE_FROM),
         termination_log=Path(log),
+        member=environ.get(keys.ENV_MEMBER, "").strip() or None,
     )
 
 
@@ -157,8 +160,14 @@ def _advance(state: bytearray, step: int) -> None:
     state[step % len(state)] = (state[step % len(state)] + step * 31 + 7) & 0xFF
 
 
-def _restore(directory: Path, *, state_bytes: int) -> tuple[int, bytearray]:
+def _restore(
+    directory: Path, *, state_bytes: int, member: str | None = None
+) -> tuple[int, bytearray]:
     manifest = checkpoint_format.verify(directory)
+    if member and manifest.member and manifest.member != member:
+        raise checkpoint_format.CheckpointError(
+            f"{directory}: saved by member {manifest.member}, this pod is {member}"
+        )
     names = {entry.path for entry in manifest.files}
     if names != {STATE_FILE, TRAINER_FILE}:
         raise checkpoint_format.CheckpointError(
@@ -205,6 +214,7 @@ def _save(config: Config, *, step: int, state: bytearray) -> int:
             step=step,
             files=[(STATE_FILE, bytes(state)), (TRAINER_FILE, json.dumps(meta).encode())],
             seconds=config.save_seconds,
+            member=config.member,
         )
     except (OSError, checkpoint_format.CheckpointError) as error:
         _warn(f"SAVE-FAILED step={step}: {error}")
@@ -241,7 +251,9 @@ def run(config: Config) -> int:
     restored: int | None = None
     if config.restore_from is not None:
         try:
-            step, state = _restore(config.restore_from, state_bytes=config.state_bytes)
+            step, state = _restore(
+                config.restore_from, state_bytes=config.state_bytes, member=config.member
+            )
         except (OSError, ValueError, checkpoint_format.CheckpointError) as error:
             reason = f"refusing to restore from {config.restore_from}: {error}"
             _warn(reason)

@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 class Trainer:
     """One ``python -m reference_workload.trainer`` process; stdout is read line by line."""
 
-    def __init__(self, tmp: Path, *args: str, restore_from: Path | None = None) -> None:
+    def __init__(
+        self, tmp: Path, *args: str, restore_from: Path | None = None, member: str | None = None
+    ) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         self.checkpoint_dir = tmp / "ckpt"
         self.termination_log = tmp / "termination-log"
@@ -39,6 +41,8 @@ class Trainer:
         }
         if restore_from is not None:
             env[keys.ENV_RESTORE_FROM] = str(restore_from)
+        if member is not None:
+            env[keys.ENV_MEMBER] = member
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "reference_workload.trainer", *args],
             stdout=subprocess.PIPE,
@@ -334,3 +338,32 @@ def test_kontinue_generic_check_accepts_trainer_checkpoints_and_refuses_torn_one
     with pytest.raises(kontinue_checkpoint.Problem) as caught:
         kontinue_checkpoint.verify(torn)
     assert caught.value.cause is kontinue_checkpoint.Cause.TORN
+
+
+def test_the_trainer_records_its_member_and_refuses_another_members_directory(
+    tmp_path: Path, procs: list[Trainer]
+) -> None:
+    """The workload contract's member identity (docs/api.md): the manifest names the saver,
+    a pod of another identity refuses the directory (exit 3), its own identity restores it."""
+    first = Trainer(tmp_path / "a", "--rate", "200", "--save-seconds", "0", member="index=0")
+    procs.append(first)
+    first.read_until("PROGRESS step=5 ")
+    first.proc.send_signal(signal.SIGTERM)
+    code, _, err = first.finish()
+    assert code == 143, err
+    manifest = json.loads((first.checkpoint_dir / checkpoint_format.MANIFEST_NAME).read_text())
+    assert manifest[keys.MANIFEST_MEMBER_KEY] == "index=0"
+
+    other = Trainer(
+        tmp_path / "b", "--steps", "1", restore_from=first.checkpoint_dir, member="index=1"
+    )
+    procs.append(other)
+    code, _, err = other.finish()
+    assert code == trainer.EXIT_RESTORE_REFUSED, err
+    assert "saved by member index=0, this pod is index=1" in err
+
+    same = Trainer(
+        tmp_path / "c", "--steps", "1000000", restore_from=first.checkpoint_dir, member="index=0"
+    )
+    procs.append(same)
+    assert same.read_until("RESTORED ")
