@@ -406,7 +406,8 @@ async def defrag(args: argparse.Namespace, kube: kube_api.Api, namespace: str, o
         for line in plan_lines(plan):
             _say(out, line)
     if args.dry_run:
-        _say(out, "dry run: nothing moved")
+        # with -o json|yaml stdout stays one document
+        _say(out if args.output is None else sys.stderr, "dry run: nothing moved")
         return 0
     moves = []
     for r in plan.relocations:

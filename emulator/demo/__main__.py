@@ -22,6 +22,13 @@ from emulator.demo import metrics, report, scenario, timeline
 def _parser() -> argparse.ArgumentParser:
     defaults = scenario.Options()
     parser = argparse.ArgumentParser(prog="python -m emulator.demo", description=__doc__)
+    parser.add_argument(
+        "--scenario",
+        choices=["scavenger", "defrag"],
+        default="scavenger",
+        help="scavenger: the preemption trace (default); defrag: a 4-GPU job that fits nowhere, "
+        "waited for / preempted for / made room for with kubectl kontinue defrag",
+    )
     parser.add_argument("--queue-system", choices=["kueue"], default="kueue")
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--duration", type=float, default=defaults.duration, help="seconds per run")
@@ -103,6 +110,10 @@ async def _main(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    if args.scenario == "defrag":
+        from emulator.demo import defrag_main
+
+        return asyncio.run(defrag_main.main(out=args.out / "defrag"))
     return asyncio.run(_main(args))
 
 
