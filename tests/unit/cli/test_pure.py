@@ -179,3 +179,21 @@ def test_webhook_lines() -> None:
     pod = health.probe_pod(health.Feed("Kueue", "cq", "ns1", "lq"))
     assert pod["metadata"]["labels"] == {keys.KUEUE_QUEUE_NAME_LABEL: "lq"}
     assert pod["metadata"]["ownerReferences"][0]["controller"] is True
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["status", "list", "describe", "enable", "disable", "move", "drain", "defrag"],
+)
+def test_every_command_has_a_help_page_with_examples(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kubectl_kontinue import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.parser().parse_args([command, "--help"])
+    assert exited.value.code == 0
+    page = capsys.readouterr().out
+    assert page.startswith(f"usage: kubectl kontinue {command}")
+    assert "Example" in page
+    assert "--kubeconfig" in page
