@@ -4,9 +4,8 @@ Four kinds of entry, each from the object that records it:
 
 - ``Evicted``: a Checkpoint's ``spec.trigger`` (source, reason, message, time) and its members
   (which pod on which node);
-- ``Saved`` / ``SaveFailed``: the same Checkpoint's ``status``: phase, members saved, bytes, how
-  long the save took (the longest member's ``finishedAt - startedAt``), at the last member's
-  finish;
+- ``Saved`` / ``SetFailed``: the same Checkpoint's ``status``: phase, members saved, bytes, how
+  long the save took (from the trigger to the last member's ``finishedAt``), at that finish;
 - ``Restored`` / ``ColdStart``: a pod the webhook plumbed: ``kontinue.dev/restore-from`` names
   the set it restores (with its node and how long the restore init-container ran),
   ``kontinue.dev/cold-start-reason`` why it started from zero;
@@ -40,12 +39,13 @@ class Entry:
 
 
 def save_seconds(cp: checkpoint.Checkpoint) -> float | None:
-    spans = [
-        (m.finished_at - m.started_at).total_seconds()
-        for m in cp.status.members
-        if m.started_at is not None and m.finished_at is not None
-    ]
-    return max(spans) if spans else None
+    """From the eviction to the last member's exit: how long the set took to save.
+
+    A member's ``startedAt`` is its container's start, not the save's, so the trigger time is
+    the start (both have second resolution, as Kubernetes records times).
+    """
+    done = finished_at(cp)
+    return max(0.0, (done - cp.spec.trigger.time).total_seconds()) if done is not None else None
 
 
 def saved_bytes(cp: checkpoint.Checkpoint) -> int | None:

@@ -197,3 +197,64 @@ def test_every_command_has_a_help_page_with_examples(
     assert page.startswith(f"usage: kubectl kontinue {command}")
     assert "Example" in page
     assert "--kubeconfig" in page
+
+
+def test_the_story_of_a_set_save_time_bytes_and_step() -> None:
+    from kontinue.models import checkpoint
+    from kubectl_kontinue import story
+
+    cp = checkpoint.load(
+        {
+            "metadata": {"name": "t-1", "namespace": "ns1"},
+            "spec": {
+                "lineage": {
+                    "namespace": "ns1",
+                    "ownerKind": "Job",
+                    "ownerName": "t",
+                    "ownerUid": "u",
+                },
+                "trigger": {
+                    "source": "Manual",
+                    "reason": "Move",
+                    "message": "kubectl kontinue move: to node b",
+                    "time": "2026-12-03T10:00:00Z",
+                },
+                "members": [
+                    {"podName": "p0", "podUid": "u0", "node": "a"},
+                    {"podName": "p1", "podUid": "u1", "node": "a", "index": 1},
+                ],
+            },
+            "status": {
+                "phase": "Succeeded",
+                "members": [
+                    {
+                        "podName": "p0",
+                        "state": "Saved",
+                        "bytes": 1024,
+                        "step": 7,
+                        "startedAt": "2026-12-03T09:00:00Z",
+                        "finishedAt": "2026-12-03T10:00:02Z",
+                    },
+                    {
+                        "podName": "p1",
+                        "state": "Saved",
+                        "bytes": 1024,
+                        "step": 7,
+                        "startedAt": "2026-12-03T09:00:00Z",
+                        "finishedAt": "2026-12-03T10:00:03Z",
+                    },
+                ],
+            },
+        }
+    )
+    assert story.save_seconds(cp) == 3.0  # from the eviction, not from the container's start
+    assert story.saved_bytes(cp) == 2048
+    item = lineages.Lineage(lineage=cp.spec.lineage, checkpoints=[cp])
+    evicted, saved = story.timeline(item, [])
+    assert evicted.detail == ("Manual Move: kubectl kontinue move: to node b (p0 on a, p1 on a)")
+    assert saved.detail == "set t-1 Succeeded: 2/2 members saved, 2.0Ki, save 3.0s, step 7"
+    assert lineages.row(item, now=NOW)["newest_good"] == "step 7, 0s ago"
+    assert (
+        lineages.row(item, now=NOW + datetime.timedelta(hours=2))["newest_good"]
+        == "step 7, 120m ago"  # kubectl: minutes up to 3h
+    )
