@@ -127,12 +127,6 @@ def movable_reason(item: lineages.Lineage) -> str | None:
     if queue is None or not queue.opted_in:
         why = queue.reason if queue is not None else "it is in no Kueue or Volcano queue"
         return f"{item.owner} is not opted in ({why}): a move would lose its work"
-    live = [p for p in item.pods if lineages.is_live(p)]
-    if not live:
-        return f"{item.owner} has no running pod to move"
-    pending = [p for p in live if not p.spec.node_name]
-    if pending:
-        return f"{item.owner} has pods not scheduled yet ({pending[0].name})"
     newest = item.newest
     if newest is not None and newest.status.phase is Phase.FAILED:
         why = f": {newest.status.message}" if newest.status.message else ""
@@ -143,12 +137,12 @@ def movable_reason(item: lineages.Lineage) -> str | None:
         )
     if newest is not None and not newest.status.phase.terminal:
         return f"{item.owner} is saving right now (Checkpoint {newest.name} {newest.status.phase})"
-    if item.count(Phase.SUCCEEDED) == 0 and any(
-        p.metadata.annotation(keys.COLD_START_REASON_ANNOTATION) is None
-        and p.metadata.annotation(keys.RESTORE_FROM_ANNOTATION) is None
-        for p in live
-    ):
-        return f"{item.owner}'s pods were not plumbed by Kontinue's webhook"
+    live = [p for p in item.pods if lineages.is_live(p)]
+    if not live:
+        return f"{item.owner} has no running pod to move"
+    pending = [p for p in live if not p.spec.node_name]
+    if pending:
+        return f"{item.owner} has pods not scheduled yet ({pending[0].name})"
     return None
 
 

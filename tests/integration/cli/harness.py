@@ -93,7 +93,7 @@ class Kube:
         created: Obj = await self.admin.create(resources.JOBS, job)
         return created
 
-    async def running_pods(self, job: str, count: int = 1, *, within: float = 60) -> list[Obj]:
+    async def running_pods(self, job: str, count: int = 1, *, within: float = 120) -> list[Obj]:
         """Wait until ``job`` has ``count`` Running pods (its container started) and return them."""
 
         async def check() -> list[Obj] | None:
