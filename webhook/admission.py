@@ -116,7 +116,9 @@ def mutate_pod(
     return review.allow(patch, warnings, decision=decided, why=why)
 
 
-def mutate_job(request: review.AdmissionRequest, *, state: state_module.State) -> review.Verdict:
+def mutate_job(
+    request: review.AdmissionRequest, *, state: state_module.State, config: settings.Settings
+) -> review.Verdict:
     obj, namespace = _pod_object(request)
     try:
         meta = optin.Marks.of(obj)
@@ -130,7 +132,11 @@ def mutate_job(request: review.AdmissionRequest, *, state: state_module.State) -
     if not decision.opted_in:
         return review.allow(warnings=decision.warnings, decision=metrics.NOT_OPTED_IN)
     opted_out = optin.opted_out(meta)
-    plan = job_plumbing.propagate_opt_out(obj) if opted_out else job_plumbing.plumb_job(obj)
+    plan = (
+        job_plumbing.propagate_opt_out(obj)
+        if opted_out
+        else job_plumbing.plumb_job(obj, image=config.image)
+    )
     decided = metrics.NOT_OPTED_IN if opted_out else metrics.PLUMBED
     warnings = [*decision.warnings, *plan.warnings]
     if not opted_out:
@@ -147,7 +153,7 @@ def mutate(
     if kind.group == "" and kind.kind == "Pod":
         return mutate_pod(request, state=state, config=config)
     if kind.group == "batch" and kind.kind == "Job":
-        return mutate_job(request, state=state)
+        return mutate_job(request, state=state, config=config)
     return review.allow()
 
 

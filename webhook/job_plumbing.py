@@ -1,10 +1,19 @@
 """Pure: the JSON Patch that plumbs an opted-in ``batch/v1`` Job at CREATE. No I/O.
 
-Job (``batch/v1``, CREATE): ``podReplacementPolicy: Failed`` and the podFailurePolicy rule
-``{action: Ignore, onPodConditions: [{type: DisruptionTarget}]}`` ahead of the user's rules
-(kubernetes/kubernetes pkg/controller/job: a pod with a ``DisruptionTarget`` condition
-matched by an ``Ignore`` rule is not counted as failed). A Job whose pods restart ``OnFailure``
-cannot take a podFailurePolicy (apiserver validation): admitted unchanged, with a warning.
+Job (``batch/v1``, CREATE): ``podReplacementPolicy: Failed`` and, ahead of the user's rules,
+two podFailurePolicy rules:
+
+- ``{action: Ignore, onPodConditions: [{type: DisruptionTarget}]}`` (kubernetes/kubernetes
+  pkg/controller/job: a pod with a ``DisruptionTarget`` condition matched by an ``Ignore`` rule is
+  not counted as failed);
+- :data:`kontinue.restore.POD_FAILURE_RULE`, ``Ignore`` on every non-zero exit of the
+  ``kontinue-restore`` init container: a failed restore costs a retry, then (after the policy's
+  ``attemptsBeforeFallback``) a cold start, never the Job. The apiserver accepts a rule naming a
+  container only if the pod template has it, so the template gets the restore container's
+  stand-in (:func:`kontinue.restore.stand_in`), which the pod webhook replaces or removes.
+
+A Job whose pods restart ``OnFailure`` cannot take a podFailurePolicy (apiserver validation):
+admitted unchanged, with a warning.
 
 A NonIndexed Job with ``parallelism > 1`` has no stable pod identities (kontinue/identity.py):
 it is admitted unchanged apart from the above, with a warning that its pods can only share one
@@ -16,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from kontinue import keys
+from kontinue import restore as restore_program
 from webhook import plumbing, review
 
 Obj = dict[str, Any]
@@ -42,8 +52,11 @@ def identity_warning(job: Obj) -> list[str]:
     return [NON_INDEXED_WARNING.format(n=parallelism)] if parallelism > 1 else []
 
 
-def plumb_job(job: Obj) -> Plan:
-    """The patch for an opted-in ``batch/v1`` Job on CREATE (see the module docstring)."""
+def plumb_job(job: Obj, *, image: str) -> Plan:
+    """The patch for an opted-in ``batch/v1`` Job on CREATE (see the module docstring).
+
+    ``image``: the Kontinue image, for the restore container's stand-in.
+    """
     spec: Obj = job.get("spec") or {}
     template_spec: Obj = (spec.get("template") or {}).get("spec") or {}
     if template_spec.get("restartPolicy") == "OnFailure":
@@ -62,27 +75,42 @@ def plumb_job(job: Obj) -> Plan:
         ops.append({"op": op, "path": "/spec/podReplacementPolicy", "value": "Failed"})
     policy = spec.get("podFailurePolicy")
     rules: list[Obj] = list((policy or {}).get("rules") or [])
-    if rules and _is_disruption_rule(rules[0]):
-        return Plan(ops, warnings)
-    if len(rules) >= MAX_POD_FAILURE_RULES:
+    ours = [DISRUPTION_RULE, restore_program.POD_FAILURE_RULE]
+    theirs = [r for r in rules if not _is_disruption_rule(r) and not _is_restore_rule(r)]
+    wanted = ours + theirs
+    if wanted == rules:
+        return Plan(ops + _stand_in_ops(template_spec, image=image), warnings)
+    if len(wanted) > MAX_POD_FAILURE_RULES:
         warnings.append(
-            f"kontinue: podFailurePolicy already has {len(rules)} rules (the maximum); a "
-            "preemption of this Job may count against backoffLimit"
+            f"kontinue: podFailurePolicy already has {len(theirs)} rules, and Kontinue's "
+            f"{len(ours)} would pass the maximum of {MAX_POD_FAILURE_RULES}; a preemption or a "
+            "failed restore of this Job may count against backoffLimit"
         )
         return Plan(ops, warnings)
     if policy is None:
-        ops.append(
-            {"op": "add", "path": "/spec/podFailurePolicy", "value": {"rules": [DISRUPTION_RULE]}}
-        )
-    elif "rules" not in policy:
-        ops.append(
-            {"op": "add", "path": "/spec/podFailurePolicy/rules", "value": [DISRUPTION_RULE]}
-        )
+        ops.append({"op": "add", "path": "/spec/podFailurePolicy", "value": {"rules": wanted}})
     else:
-        ops.append(
-            {"op": "add", "path": "/spec/podFailurePolicy/rules/0", "value": DISRUPTION_RULE}
-        )
-    return Plan(ops, warnings)
+        op = "replace" if "rules" in policy else "add"
+        ops.append({"op": op, "path": "/spec/podFailurePolicy/rules", "value": wanted})
+    return Plan(ops + _stand_in_ops(template_spec, image=image), warnings)
+
+
+def _stand_in_ops(template_spec: Obj, *, image: str) -> list[review.JsonPatchOp]:
+    """Add the restore container's stand-in first among the template's init containers."""
+    inits = template_spec.get("initContainers")
+    if any(c.get("name") == keys.RESTORE_INIT_CONTAINER for c in inits or []):
+        return []
+    containers = template_spec.get("containers") or [{}]
+    stand_in = restore_program.stand_in(
+        image, security_context=containers[0].get("securityContext")
+    )
+    if inits is None:
+        return [{"op": "add", "path": "/spec/template/spec/initContainers", "value": [stand_in]}]
+    return [{"op": "add", "path": "/spec/template/spec/initContainers/0", "value": stand_in}]
+
+
+def _is_restore_rule(rule: Obj) -> bool:
+    return rule == restore_program.POD_FAILURE_RULE
 
 
 def _is_disruption_rule(rule: Obj) -> bool:

@@ -182,10 +182,7 @@ def _init_container(
             },
             {"name": RESTORE_VOLUME, "mountPath": RESTORE_DIR},
         ],
-        "resources": {
-            "requests": {"cpu": "50m", "memory": "64Mi"},
-            "limits": {"memory": "256Mi"},
-        },
+        "resources": copy.deepcopy(restore_program.RESOURCES),
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
@@ -386,6 +383,7 @@ def plumb_pod(
         )
         inits = spec.get("initContainers")
         existing = [j for j, c in enumerate(inits or []) if c.get("name") == init["name"]]
+        # (the Job template's stand-in, kontinue.restore.stand_in, is replaced in place)
         if inits is None:
             ops.append({"op": "add", "path": "/spec/initContainers", "value": [init]})
         elif existing:
@@ -394,4 +392,12 @@ def plumb_pod(
             )
         else:
             ops.append({"op": "add", "path": "/spec/initContainers/0", "value": init})
+    else:
+        # No restore: the Job template's stand-in (kontinue.restore.stand_in) is not needed.
+        stand_ins = [
+            j
+            for j, c in enumerate(spec.get("initContainers") or [])
+            if restore_program.is_stand_in(c)
+        ]
+        ops += [{"op": "remove", "path": f"/spec/initContainers/{j}"} for j in reversed(stand_ins)]
     return Plan(ops, warnings)

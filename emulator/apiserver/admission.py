@@ -29,7 +29,7 @@ from typing import Any
 
 import aiohttp
 
-from emulator.apiserver import kinds, patching, selectors, statuses, users
+from emulator.apiserver import kinds, patching, selectors, statuses, strategy, users
 from kontinue.kube import errors
 
 Object = dict[str, Any]
@@ -158,6 +158,11 @@ class Dispatcher:
                         f'webhook "{hook["name"]}" returned an unsupported patchType'
                     )
                 obj = patching.json_patch(obj, json.loads(base64.b64decode(patch)))
+                # The patched object is decoded and defaulted again (k8s.io/apiserver
+                # pkg/admission/plugin/webhook/mutating/dispatcher.go, callAttrMutatingHook:
+                # ``o.GetObjectDefaulter().Default(attr.VersionedObject)``): a container a
+                # webhook adds gets the same defaults as one the user wrote.
+                strategy.defaults(obj, attrs.kind)
         return obj
 
     async def validate(self, attrs: Attributes) -> None:

@@ -2,8 +2,9 @@
 
 Metadata: name (or generateName) required, DNS-1123-ish names (apimachinery
 pkg/api/validation/objectmeta.go). Pods: ``spec.containers`` with name and image
-(pkg/apis/core/validation/validation.go). Custom resources: a light walk of the CRD's
-``openAPIV3Schema`` (types, ``required``, ``enum``, ``nullable``, int-or-string, preserve
+(pkg/apis/core/validation/validation.go). Jobs: a podFailurePolicy rule's container name must be
+in the pod template (pkg/apis/batch/validation/validation.go). Custom resources: a light walk of
+the CRD's ``openAPIV3Schema`` (types, ``required``, ``enum``, ``nullable``, int-or-string, preserve
 unknown fields), the part of apiextensions-apiserver's schema validation that catches a missing or
 mistyped field. No CEL rules, no formats, no pruning: see docs/testing.md.
 """
@@ -138,11 +139,38 @@ def _schema(value: Any, schema: dict[str, Any], path: str, causes: list[Cause]) 
             _schema(item, schema["items"], f"{path}[{i}]", causes)
 
 
+def _job(obj: dict[str, Any]) -> list[Cause]:
+    """A podFailurePolicy rule's ``onExitCodes.containerName`` must name a container or init
+    container of the pod template (kubernetes/kubernetes pkg/apis/batch/validation/validation.go
+    ``validatePodFailurePolicyRuleOnExitCodes``)."""
+    spec = obj.get("spec") or {}
+    template = (spec.get("template") or {}).get("spec") or {}
+    names = {
+        c.get("name")
+        for c in [*(template.get("containers") or []), *(template.get("initContainers") or [])]
+    }
+    causes: list[Cause] = []
+    for i, rule in enumerate((spec.get("podFailurePolicy") or {}).get("rules") or []):
+        name = (rule.get("onExitCodes") or {}).get("containerName")
+        if name is not None and name not in names:
+            causes.append(
+                (
+                    f"spec.podFailurePolicy.rules[{i}].onExitCodes.containerName",
+                    "FieldValueInvalid",
+                    f"Invalid value: {_value(name)}: must be one of the container or "
+                    "initContainer names in the pod template",
+                )
+            )
+    return causes
+
+
 def validate(obj: dict[str, Any], kind: kinds.Kind) -> None:
     """Raise ``Invalid`` (422) naming every bad field of ``obj``."""
     causes = _metadata(obj, kind)
     if kind.key == ("", "pods"):
         causes += _pod(obj)
+    if kind.key == ("batch", "jobs"):
+        causes += _job(obj)
     if kind.schema is not None:
         body = {k: v for k, v in obj.items() if k not in ("metadata", "apiVersion", "kind")}
         schema = dict(kind.schema)

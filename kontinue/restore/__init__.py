@@ -33,15 +33,70 @@ being deleted, which says nothing about the checkpoint.
 
 from __future__ import annotations
 
+import copy
 import enum
-from typing import Final
+from typing import Any, Final
 
-from kontinue import checkpoint_format
+from kontinue import checkpoint_format, keys
 
 SCRIPT: Final = "kontinue-restore"
 """The console script pyproject.toml installs (``[project.scripts]``)."""
 COMMAND: Final = (SCRIPT,)
 """The init container's ``command``: an entry point the package installs, never ``python``."""
+UNPLUMBED_FLAG: Final = "--unplumbed"
+"""The Job template's stand-in runs with it: exit 0 at once (see :func:`stand_in`)."""
+RESOURCES: Final = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+"""The restore container's resources, in the pod and in the Job template's stand-in alike, so a
+queue system that sizes the Job from its template (Kueue) accounts what the pod requests."""
+
+POD_FAILURE_RULE: Final = {
+    "action": "Ignore",
+    "onExitCodes": {
+        "containerName": keys.RESTORE_INIT_CONTAINER,
+        "operator": "NotIn",
+        "values": [0],
+    },
+}
+"""The podFailurePolicy rule that keeps a failed restore from counting against ``backoffLimit``.
+
+The job controller matches ``onExitCodes`` against ``status.containerStatuses`` and then
+``status.initContainerStatuses`` by name, and only terminated containers with a non-zero exit
+code (kubernetes/kubernetes pkg/controller/job/pod_failure_policy.go ``matchOnExitCodes``,
+``getMatchingContainerFromList``): ``NotIn [0]`` on the restore container matches *every* failed
+end of it — its own codes, a crash, an OOM kill — and never a user container. The apiserver
+requires ``containerName`` to name a container or init container of the Job's pod template
+(pkg/apis/batch/validation/validation.go ``validatePodFailurePolicyRuleOnExitCodes``: "must be
+one of the container or initContainer names in the pod template"), and the restore container is
+only added to pods: so the template gets a :func:`stand_in` of that name.
+"""
+
+
+def stand_in(image: str, *, security_context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Job template's ``kontinue-restore`` init container, there so the rule above is valid.
+
+    The webhook replaces it in every pod it plumbs with a restore (webhook/plumbing.py) and
+    removes it from every other pod it plumbs. A pod created while the webhook was unreachable
+    keeps it: it exits 0 at once (``--unplumbed``) and the workload starts cold, as it would
+    without Kontinue. It copies the workload container's ``securityContext`` so a ``restricted``
+    Pod Security namespace admits the pod.
+    """
+    container: dict[str, Any] = {
+        "name": keys.RESTORE_INIT_CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": [*COMMAND, UNPLUMBED_FLAG],
+        "resources": copy.deepcopy(RESOURCES),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if security_context:
+        container["securityContext"] = copy.deepcopy(security_context)
+    return container
+
+
+def is_stand_in(container: dict[str, Any]) -> bool:
+    """Whether an init container is the Job template's :func:`stand_in`."""
+    command = container.get("command") or []
+    return container.get("name") == keys.RESTORE_INIT_CONTAINER and UNPLUMBED_FLAG in command
 
 
 class ExitCode(enum.IntEnum):

@@ -313,8 +313,19 @@ def _termination_log(env: Mapping[str, str]) -> Path:
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     environment = os.environ if env is None else env
+    args = sys.argv[1:] if argv is None else list(argv)
+    if restore.UNPLUMBED_FLAG in args:  # the Job template's stand-in (kontinue.restore.stand_in)
+        report(
+            Outcome(
+                ExitCode.OK,
+                "no restore: this pod was created without Kontinue's plumbing (was the webhook "
+                "unreachable?); the workload starts cold",
+            ),
+            _termination_log(environment),
+        )
+        return ExitCode.OK
     try:
-        config = config_from(sys.argv[1:] if argv is None else argv, environment)
+        config = config_from(args, environment)
     except ConfigError as error:
         report(
             Outcome(ExitCode.CONFIG, f"restore misconfigured: {error}"),

@@ -51,7 +51,9 @@ POLICY: Obj = {
 PROGRESS = re.compile(r"^PROGRESS step=(\d+) ", re.MULTILINE)
 
 
-def _trainer_job(name: str, *, priority: str, steps: int, save_seconds: float) -> Obj:
+def _trainer_job(
+    name: str, *, priority: str, steps: int, save_seconds: float, backoff_limit: int = 1
+) -> Obj:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -61,7 +63,7 @@ def _trainer_job(name: str, *, priority: str, steps: int, save_seconds: float) -
             "labels": {keys.KUEUE_QUEUE_NAME_LABEL: "team"},
         },
         "spec": {
-            "backoffLimit": 1,
+            "backoffLimit": backoff_limit,
             "template": {
                 "spec": {
                     "restartPolicy": "Never",
@@ -138,6 +140,7 @@ async def system(
     wait_seconds: int = 600,
     replicas: int = 1,
     gpus_quota: int = 1,
+    attempts: int | None = None,
     node_count: int = 2,
 ) -> AsyncIterator[System]:
     one_gpu = gpus.GpuProfile(count=1)
@@ -213,6 +216,8 @@ async def system(
                         with contextlib.suppress(Exception):
                             policy = copy.deepcopy(POLICY)
                             policy["spec"]["restore"] = {"waitForSavingSeconds": wait_seconds}
+                            if attempts is not None:
+                                policy["spec"]["restore"]["attemptsBeforeFallback"] = attempts
                             await admin.create(resources.CHECKPOINT_POLICIES, policy)
                             return True
                         return False

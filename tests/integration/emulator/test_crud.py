@@ -89,6 +89,27 @@ async def test_job_defaults_and_generated_selector(kube: api.Api) -> None:
     assert created["status"] == {}
 
 
+async def test_a_failure_rule_naming_a_container_the_template_lacks_is_422(
+    kube: api.Api,
+) -> None:
+    """As kube-apiserver (pkg/apis/batch/validation/validation.go): a podFailurePolicy rule's
+    ``onExitCodes.containerName`` must name a container or init container of the template."""
+    rule = {
+        "action": "Ignore",
+        "onExitCodes": {"containerName": "kontinue-restore", "operator": "NotIn", "values": [0]},
+    }
+    body = job("j")
+    body["spec"]["podFailurePolicy"] = {"rules": [rule]}
+    body["spec"]["template"]["spec"]["restartPolicy"] = "Never"
+    with pytest.raises(errors.Invalid, match=r"rules\[0\]\.onExitCodes\.containerName"):
+        await kube.create(resources.JOBS, body)
+    body["spec"]["template"]["spec"]["initContainers"] = [
+        {"name": "kontinue-restore", "image": "registry.example/k:v1"}
+    ]
+    created = await kube.create(resources.JOBS, body)
+    assert created["spec"]["podFailurePolicy"]["rules"] == [rule]
+
+
 async def test_generate_name(kube: api.Api) -> None:
     body = pod("")
     body["metadata"] = {"generateName": "train-", "namespace": "default"}

@@ -266,3 +266,12 @@ def test_direct_mode_wait_timeout_fails(area: Path) -> None:
 
     assert result.code == 6
     support.assert_one_line(result, stream="stderr", contains=["no MANIFEST.json after 0.2s"])
+
+
+def test_the_job_templates_stand_in_exits_0_at_once(area: Path) -> None:
+    """An opted-in Job's template carries the restore container's stand-in; in a pod the webhook
+    never saw it runs with ``--unplumbed`` and no environment, and the workload starts cold."""
+    result = support.run(area, {}, "--unplumbed")
+
+    assert result.code == 0
+    support.assert_one_line(result, stream="stdout", contains=["no restore:", "starts cold"])

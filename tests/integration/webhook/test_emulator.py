@@ -27,6 +27,7 @@ import pytest
 
 from emulator.apiserver import server
 from kontinue import keys, lineage
+from kontinue import restore as restore_program
 from kontinue.kube import api, cacheset, client, errors, resources, watching
 from kontinue.models import checkpoint
 from tests import fixtures
@@ -244,7 +245,10 @@ async def test_kueue_job_and_its_pods_are_mutated_on_creation(cluster: Cluster) 
     await eventually(job_is_patched)
     job = await cluster.admin.create(resources.JOBS, _job())
     assert job["spec"]["podReplacementPolicy"] == "Failed"
-    assert job["spec"]["podFailurePolicy"]["rules"] == [job_plumbing.DISRUPTION_RULE]
+    assert job["spec"]["podFailurePolicy"]["rules"] == [
+        job_plumbing.DISRUPTION_RULE,
+        restore_program.POD_FAILURE_RULE,
+    ]
 
     pod = await cluster.job_controller.create(resources.PODS, _pod_for(job))
     pod_lineage = checkpoint.Lineage(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kontinue import keys, lineage, optin
+from kontinue import restore as restore_program
 from tests.unit.webhook import support
 from webhook import admission, job_plumbing, plumbing, review, settings, state
 
@@ -214,6 +215,34 @@ def test_reserved_annotations_forged_before_us_are_overwritten() -> None:
 
 def _with_checkpoints(pod: Obj, *checkpoints: Any, nodes: Any = ()) -> state.Snapshot:
     return _snapshot(checkpoints=checkpoints, nodes=nodes)
+
+
+def test_the_job_templates_stand_in_is_replaced_by_a_restore_and_removed_on_a_cold_start() -> None:
+    """A pod of a plumbed Job carries the restore container's stand-in from its template
+    (kontinue.restore.stand_in): a restore replaces it, a cold start removes it."""
+    user_init = {"name": "fetch", "image": "busybox"}
+    cold = support.kueue_pod()
+    cold["spec"]["initContainers"] = [restore_program.stand_in(CONFIG.image), user_init]
+    out = support.apply_patch(cold, _mutate(cold, _snapshot()).patch)
+    assert support.pod_errors(out) == []
+    assert out["spec"]["initContainers"] == [user_init]
+
+    pod = support.kueue_pod()
+    pod["spec"]["initContainers"] = [restore_program.stand_in(CONFIG.image), user_init]
+    cp = support.make_checkpoint(
+        "train-a-1",
+        lineage=support.lineage_of(pod),
+        fingerprint={"gpuProduct": "NVIDIA-A100-SXM4-80GB", "cudaDriverMajor": "550"},
+    )
+    snap = _with_checkpoints(
+        pod, cp, nodes=[support.gpu_node("n1", product="NVIDIA-A100-SXM4-80GB")]
+    )
+    out = support.apply_patch(pod, _mutate(pod, snap).patch)
+    assert support.pod_errors(out) == []
+    inits = out["spec"]["initContainers"]
+    assert [c["name"] for c in inits] == [keys.RESTORE_INIT_CONTAINER, "fetch"]
+    assert inits[0]["command"] == ["kontinue-restore"]
+    assert not restore_program.is_stand_in(inits[0])
 
 
 def test_restore_injects_init_container_env_annotation_and_affinity() -> None:
@@ -576,23 +605,51 @@ def _mutate_job(job: Obj, snap: state.Snapshot = OPT_IN) -> review.Verdict:
     return admission.mutate(support.parsed(body), state=snap, config=CONFIG)
 
 
-def test_job_without_failure_policy_gets_replacement_policy_and_disruption_rule() -> None:
+OURS = [job_plumbing.DISRUPTION_RULE, restore_program.POD_FAILURE_RULE]
+
+
+def _container_names_valid(job: Obj) -> None:
+    """kubernetes/kubernetes pkg/apis/batch/validation/validation.go
+    ``validatePodFailurePolicyRuleOnExitCodes``: a rule's ``containerName`` must be one of the
+    template's container or init container names."""
+    template = job["spec"]["template"]["spec"]
+    names = {c["name"] for c in [*template["containers"], *template.get("initContainers", [])]}
+    for rule in job["spec"]["podFailurePolicy"]["rules"]:
+        name = (rule.get("onExitCodes") or {}).get("containerName")
+        assert name is None or name in names, rule
+
+
+def test_job_without_failure_policy_gets_replacement_policy_and_our_rules() -> None:
     job = _job(podFailurePolicy=None, podReplacementPolicy="TerminatingOrFailed")
     out = support.apply_patch(job, _mutate_job(job).patch)
     assert out["spec"]["podReplacementPolicy"] == "Failed"
-    assert out["spec"]["podFailurePolicy"] == {"rules": [job_plumbing.DISRUPTION_RULE]}
+    assert out["spec"]["podFailurePolicy"] == {"rules": OURS}
+    (stand_in,) = out["spec"]["template"]["spec"]["initContainers"]
+    assert stand_in["name"] == keys.RESTORE_INIT_CONTAINER
+    assert stand_in["image"] == CONFIG.image
+    assert stand_in["command"] == ["kontinue-restore", "--unplumbed"]
+    _container_names_valid(out)
 
 
-def test_job_rule_goes_ahead_of_the_users_rules() -> None:
+def test_job_rules_go_ahead_of_the_users_rules_and_the_stand_in_ahead_of_their_inits() -> None:
     user_rule = {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}
     job = _job(podFailurePolicy={"rules": [user_rule]})
+    job["spec"]["template"]["spec"]["initContainers"] = [{"name": "fetch", "image": "busybox"}]
+    job["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {"runAsUser": 1000}
     out = support.apply_patch(job, _mutate_job(job).patch)
-    assert out["spec"]["podFailurePolicy"]["rules"] == [job_plumbing.DISRUPTION_RULE, user_rule]
+    assert out["spec"]["podFailurePolicy"]["rules"] == [*OURS, user_rule]
+    inits = out["spec"]["template"]["spec"]["initContainers"]
+    assert [c["name"] for c in inits] == [keys.RESTORE_INIT_CONTAINER, "fetch"]
+    assert inits[0]["securityContext"] == {"runAsUser": 1000}
+    _container_names_valid(out)
 
 
-def test_recorded_job_that_already_has_the_rule_first_is_not_patched() -> None:
+def test_recorded_job_with_the_disruption_rule_gains_the_restore_rule_once() -> None:
     job = _job()  # recorded: podFailurePolicy Ignore DisruptionTarget, podReplacementPolicy Failed
-    assert _mutate_job(job) == review.allow()
+    out = support.apply_patch(job, _mutate_job(job).patch)
+    assert out["spec"]["podFailurePolicy"]["rules"] == OURS
+    _container_names_valid(out)
+    assert _mutate_job(out) == review.allow()  # plumbed already: nothing more to do
 
 
 def test_job_with_restart_on_failure_is_admitted_unchanged_with_a_warning() -> None:
@@ -622,7 +679,7 @@ def test_opted_out_job_passes_its_opt_out_to_its_pods() -> None:
 
 def test_full_rule_list_is_left_alone_with_a_warning() -> None:
     rules = [
-        {"action": "Count", "onExitCodes": {"operator": "In", "values": [i + 1]}} for i in range(20)
+        {"action": "Count", "onExitCodes": {"operator": "In", "values": [i + 1]}} for i in range(19)
     ]
     job = _job(podFailurePolicy={"rules": rules})
     verdict = _mutate_job(job)
