@@ -5,8 +5,11 @@ Order, and why:
 1. start every watch cache (leader or not: a standby with warm caches takes over without a
    relist, and ``/readyz`` only turns 200 once they synced);
 2. serve ``/healthz`` and ``/readyz``;
-3. campaign for the Lease; while holding it, :meth:`Controller.lead` sweeps every key and runs
-   the workers. Losing the Lease (renewal failed past its deadline) ends :func:`run` with
+3. campaign for the Lease once every cache has synced (a replica whose watches never sync, e.g.
+   for a CRD that is not installed or a missing grant, never takes it; a leader whose caches
+   stay unsynced past the renew deadline gives it up); while holding it,
+   :meth:`Controller.lead` sweeps every key and runs the workers. Losing the Lease (renewal
+   failed past its deadline) ends :func:`run` with
    :data:`LOST`: the process exits and Kubernetes restarts it, which also drops anything a stale
    leader held in memory;
 4. on ``stop`` (SIGTERM): ``/readyz`` turns 503, the workers are cancelled and the Lease is
@@ -72,6 +75,7 @@ async def run(
         duration_seconds=config.lease_duration_seconds,
         renew_seconds=config.lease_renew_seconds,
         deadline_seconds=config.lease_deadline_seconds,
+        ready=lambda: ctrl.caches.synced,  # campaign only once every cache synced
     )
     supervisor = supervision.Supervisor()
     state = health.Health(

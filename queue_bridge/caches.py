@@ -48,7 +48,14 @@ class Caches:
         self.gpu_nodes = cache(resources.NODES, core.Node, label_selector=keys.GPU_PRODUCT_LABEL)
         self.admission_checks: watching.WatchCache[kueue.AdmissionCheck] | None = None
         self.flavors: watching.WatchCache[kueue.ResourceFlavor] | None = None
-        if admission_check:
+        # Kueue's caches, like Volcano's, only where Kueue is installed (the volcano overlay):
+        # without it they stand empty and synced, and are never run.
+        self.kueue = settings_module.KUEUE in queue_systems
+        if not self.kueue:
+            for absent in (self.workloads, self.cluster_queues, self.local_queues):
+                absent.serve_empty()
+                self._set.all.remove(absent)
+        if admission_check and self.kueue:
             self.admission_checks = cache(resources.ADMISSION_CHECKS, kueue.AdmissionCheck)
             self.flavors = cache(resources.RESOURCE_FLAVORS, kueue.ResourceFlavor)
         # Only where Volcano is installed: a cache of a missing CRD never syncs (readiness).

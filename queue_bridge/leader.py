@@ -91,6 +91,7 @@ class LeaderElector:
         renew_seconds: float = 5.0,
         deadline_seconds: float = 10.0,
         clock: Callable[[], datetime.datetime] | None = None,  # None in production
+        ready: Callable[[], bool] | None = None,  # None: always ready
     ) -> None:
         if not renew_seconds < deadline_seconds < duration_seconds:
             raise ValueError("need renew_seconds < deadline_seconds < duration_seconds")
@@ -102,6 +103,11 @@ class LeaderElector:
         self.renew_seconds = renew_seconds
         self.deadline_seconds = deadline_seconds
         self._clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
+        self.ready = ready or (lambda: True)
+        """Whether this replica can do the leader's work (the bridge: every watch cache synced).
+        It campaigns only while ready, and a leader that stays unready for ``deadline_seconds``
+        stops renewing and gives the Lease up: a replica that cannot work (a watch its RBAC
+        or the cluster's CRDs never let sync) must not keep a healthy standby out."""
         self.leading = asyncio.Event()
 
     async def try_acquire_or_renew(self) -> bool:
@@ -150,9 +156,14 @@ class LeaderElector:
         whether to campaign again (the bridge exits and lets Kubernetes restart it, which also
         drops any in-memory state a stale leader might hold).
         """
+        waiting_logged = False
         while True:
-            if await self._attempt():
-                break
+            if self.ready():
+                if await self._attempt():
+                    break
+            elif not waiting_logged:
+                logger.info("%s waits for its caches to sync before campaigning", self.identity)
+                waiting_logged = True
             await asyncio.sleep(self.renew_seconds)
         logger.info("%s became leader of lease %s/%s", self.identity, self.namespace, self.name)
         self.leading.set()
@@ -180,9 +191,16 @@ class LeaderElector:
 
     async def _keep_renewing(self) -> None:
         loop = asyncio.get_running_loop()
-        last_renewed = loop.time()
+        last_renewed = last_ready = loop.time()
         while True:
             await asyncio.sleep(self.renew_seconds)
+            if self.ready():
+                last_ready = loop.time()
+            elif loop.time() - last_ready >= self.deadline_seconds:
+                logger.error(
+                    "caches unsynced for %.1fs: giving up the lease", self.deadline_seconds
+                )
+                return
             if await self._attempt():
                 last_renewed = loop.time()
             elif loop.time() - last_renewed >= self.deadline_seconds:

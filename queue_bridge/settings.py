@@ -61,9 +61,10 @@ class Settings:
     queue_systems: tuple[str, ...] = (KUEUE,)
     """Queue systems whose objects to watch (``KONTINUE_QUEUE_SYSTEMS``, comma-separated).
 
-    ``kueue`` is required (the Kueue path's caches are always on); add ``volcano`` only where
-    Volcano's CRDs are installed: a watch of a CRD that is not installed never syncs, and the
-    bridge neither turns ready nor leads until every cache synced (as the webhook's setting).
+    Name only systems whose CRDs are installed (the overlays set it: ``kueue``, ``volcano`` or
+    ``kueue,volcano``): a watch of a CRD that is not installed never syncs, and the bridge
+    neither turns ready nor campaigns for the Lease until every cache synced. Without ``kueue``
+    the Kueue caches stand empty (:meth:`kontinue.kube.watching.WatchCache.serve_empty`).
     """
 
     def __post_init__(self) -> None:
@@ -96,10 +97,9 @@ class Settings:
             raise ValueError(
                 f"KONTINUE_QUEUE_SYSTEMS: unknown {unknown}; use {', '.join(QUEUE_SYSTEMS)}"
             )
-        if KUEUE not in self.queue_systems:
+        if not self.queue_systems:
             raise ValueError(
-                f"KONTINUE_QUEUE_SYSTEMS: must include {KUEUE} (the bridge's Kueue path always "
-                f"runs), got {', '.join(self.queue_systems) or 'nothing'}"
+                f"KONTINUE_QUEUE_SYSTEMS: name at least one of {', '.join(QUEUE_SYSTEMS)}"
             )
         if self.settle_seconds < 0:
             raise ValueError(f"KONTINUE_SETTLE_SECONDS: must be >= 0, got {self.settle_seconds}")

@@ -140,6 +140,12 @@ class WatchCache(Generic[M]):
         self._attrs = {"resource": str(resource)}
         self._metrics = watch_metrics.Instruments(meter or metrics.NoOpMeter("kontinue.watch"))
 
+    def serve_empty(self) -> None:
+        """Stand for a resource this process does not follow on purpose (an optional queue
+        system that is not installed): synced at once and always empty. Do not :meth:`run` it.
+        Readers keep one code path; nothing watches a CRD that may not exist."""
+        self._synced.set()
+
     # -- reading -------------------------------------------------------------------------------
 
     @property

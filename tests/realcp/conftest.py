@@ -91,7 +91,7 @@ def crds(control_plane: controlplane.ControlPlane) -> controlplane.ControlPlane:
     """Kontinue's CRDs and the upstream Kueue and Volcano CRDs, applied server-side, Established."""
     for directory in CRD_DIRS:
         control_plane.kubectl("apply", "--server-side", *crd_source(directory))
-    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    control_plane.wait_established([n for d in CRD_DIRS for n in crd_names(d)])
     return control_plane
 
 

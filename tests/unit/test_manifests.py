@@ -71,7 +71,7 @@ def test_queue_system_settings_in_manifests_parse() -> None:
             for env in container.get("env", []):
                 if env["name"] == "KONTINUE_QUEUE_SYSTEMS":
                     values.add(env["value"])
-    assert values == {"kueue", "kueue,volcano"}
+    assert values == {"kueue", "kueue,volcano", "volcano"}
     for value in values:
         env = {"KONTINUE_QUEUE_SYSTEMS": value}
         assert ",".join(bridge_settings.Settings.from_env(env).queue_systems) == value
