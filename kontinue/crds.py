@@ -12,6 +12,7 @@ nothing and storing nothing unknown), and adds CEL rules for what a model valida
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,12 @@ def policy_crd() -> Schema:
         "has(self.pvc) != has(self.hostPath)",
         "exactly one of pvc or hostPath must be set",
     )
+    _add_rule(
+        schema,
+        ["spec"],
+        f"!has(self.engine) || self.engine == '{policy.Engine.SIGNAL}'",
+        policy.UNIMPLEMENTED_ENGINE,
+    )
     return _crd(
         kind="CheckpointPolicy",
         plural="checkpointpolicies",
@@ -181,7 +188,14 @@ def generated() -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    target = Path(argv[1] if len(argv) > 1 else "manifests/crds")
+    parser = argparse.ArgumentParser(
+        prog="python -m kontinue.crds",
+        description="Write Kontinue's CRDs, generated from kontinue/models, into a directory.",
+    )
+    parser.add_argument(
+        "directory", nargs="?", default="manifests/crds", help="where to write (manifests/crds)"
+    )
+    target = Path(parser.parse_args(argv[1:]).directory)
     target.mkdir(parents=True, exist_ok=True)
     for name, text in generated().items():
         (target / name).write_text(text)

@@ -8,12 +8,19 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from kontinue import supervision, telemetry
+from kontinue import supervision, telemetry, usage
 from kontinue.kube import client
 from queue_bridge import app, settings
 
 
 def main() -> None:
+    usage.handle(
+        sys.argv,
+        prog="kontinue-bridge",
+        summary="Kontinue's queue bridge: one replica (leader-elected) that turns evictions "
+        "into Checkpoints and plans restores, until SIGTERM.",
+        settings_doc="docs/bridge.md",
+    )
     telemetry.setup_logging()
     try:
         config = settings.Settings.from_env()

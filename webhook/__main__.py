@@ -23,7 +23,7 @@ import pathlib
 import socket
 import sys
 
-from kontinue import supervision, telemetry
+from kontinue import supervision, telemetry, usage
 from kontinue.kube import api as kube_api
 from kontinue.kube import cacheset, client
 from webhook import app as app_module
@@ -105,6 +105,13 @@ async def serve(
 
 
 def main() -> None:
+    usage.handle(
+        sys.argv,
+        prog="kontinue-webhook",
+        summary="Kontinue's admission webhook: serve /mutate and /validate over HTTPS until "
+        "SIGTERM.",
+        settings_doc="docs/webhook.md",
+    )
     telemetry.setup_logging()
     try:
         config = settings.Settings.from_env()

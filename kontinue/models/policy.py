@@ -19,7 +19,15 @@ from kontinue.models import base
 class Engine(enum.StrEnum):
     SIGNAL = "signal"
     CEDANA = "cedana"
+    """Reserved: not implemented, refused (:data:`UNIMPLEMENTED_ENGINE`)."""
     KUBELET = "kubelet"
+    """Reserved: not implemented, refused (:data:`UNIMPLEMENTED_ENGINE`)."""
+
+
+UNIMPLEMENTED_ENGINE = (
+    "only engine 'signal' is implemented; 'cedana' and 'kubelet' are reserved names and refused "
+    "until they exist"
+)
 
 
 class CompatibilityKey(enum.StrEnum):
@@ -124,6 +132,15 @@ class AdmissionCheck(base.OwnModel):
 
 class CheckpointPolicySpec(base.OwnModel):
     engine: Engine = Engine.SIGNAL
+
+    @pydantic.field_validator("engine")
+    @classmethod
+    def _implemented(cls, engine: Engine) -> Engine:
+        # A policy that names an engine nothing runs would plumb pods that never checkpoint.
+        if engine is not Engine.SIGNAL:
+            raise ValueError(UNIMPLEMENTED_ENGINE)
+        return engine
+
     storage: Storage = pydantic.Field(
         default_factory=lambda: Storage(pvc=PersistentVolumeClaimStorage(claim_name="kontinue"))
     )

@@ -374,6 +374,40 @@ def start(assets: Path, *, workdir: Path | None = None, timeout: float = 90.0) -
             }
         )
     )
+    # As GKE configures it: pods at the critical priority classes need a matching ResourceQuota
+    # in their namespace (plugin/pkg/admission/resourcequota, limitedResources).
+    (workdir / "admission.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "apiserver.config.k8s.io/v1",
+                "kind": "AdmissionConfiguration",
+                "plugins": [
+                    {
+                        "name": "ResourceQuota",
+                        "configuration": {
+                            "apiVersion": "apiserver.config.k8s.io/v1",
+                            "kind": "ResourceQuotaConfiguration",
+                            "limitedResources": [
+                                {
+                                    "resource": "pods",
+                                    "matchScopes": [
+                                        {
+                                            "scopeName": "PriorityClass",
+                                            "operator": "In",
+                                            "values": [
+                                                "system-node-critical",
+                                                "system-cluster-critical",
+                                            ],
+                                        }
+                                    ],
+                                }
+                            ],
+                        },
+                    }
+                ],
+            }
+        )
+    )
     plane = ControlPlane(
         assets=assets, workdir=workdir, port=free_port(), ca_pem=ca_pem, tokens=tokens
     )
@@ -410,11 +444,15 @@ def start(assets: Path, *, workdir: Path | None = None, timeout: float = 90.0) -
                 f"--service-account-signing-key-file={workdir / 'sa.key'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
+                # A webhook's Service reference resolves to its endpoints' IPs (none here), never
+                # through DNS: nothing may leave the loopback (tests register webhooks by URL).
+                "--enable-aggregator-routing=true",
                 f"--token-auth-file={workdir / 'tokens.csv'}",
                 "--allow-privileged=true",
                 "--profiling=false",
                 f"--cert-dir={workdir / 'certs'}",
                 f"--audit-policy-file={workdir / 'audit-policy.yaml'}",
+                f"--admission-control-config-file={workdir / 'admission.yaml'}",
                 f"--audit-log-path={workdir / 'audit.log'}",
                 "--audit-log-format=json",
             ],

@@ -41,6 +41,17 @@ class Variant:
 
         kustomization["resources"] = [rebase(r) for r in kustomization.get("resources", [])]
         kustomization["components"] = [rebase(c) for c in kustomization.get("components", [])]
+        # Patch files: kustomize loads files only from under the kustomization's own directory,
+        # so the copy carries their text inline (same patches, same order).
+        kustomization["patches"] = [
+            {
+                **{k: v for k, v in p.items() if k != "path"},
+                "patch": (source / p["path"]).read_text(),
+            }
+            if "path" in p
+            else p
+            for p in kustomization.get("patches", [])
+        ]
         if self.cert_manager:
             kustomization["components"].append(os.path.relpath(CERT_MANAGER, where))
         kustomization["namespace"] = self.namespace

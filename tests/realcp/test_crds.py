@@ -150,6 +150,8 @@ BAD_POLICIES = {
         _policy(storage={"pvc": {"claimName": "x"}, "mountPath": "relative"}),
         ["spec.storage.mountPath"],
     ),
+    "engine cedana (not implemented, CEL)": (_policy(engine="cedana"), ["spec"]),
+    "engine kubelet (not implemented, CEL)": (_policy(engine="kubelet"), ["spec"]),
     "grace period 0": (_policy(minGracePeriodSeconds=0), ["spec.minGracePeriodSeconds"]),
     "two bad fields at once": (
         _policy(engine="docker", minGracePeriodSeconds=0),
@@ -166,6 +168,8 @@ async def test_bad_policy_is_refused_with_field_paths(
     with pytest.raises(errors.Invalid) as refused:
         await admin.create(POLICIES, body)
     assert _fields(refused.value) == set(fields), refused.value
+    if "not implemented" in case:
+        assert "only engine 'signal' is implemented" in str(refused.value)
 
 
 @pytest.mark.parametrize(

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from tests.realcp import controlplane
+from tests.realcp import controlplane, processes
 from tests.realcp.install import IMAGE, OVERLAYS, Variant, containers, find
 
+NOWHERE = "https://127.0.0.1:9"  # the discard port: nothing listens, nothing leaves the host
 CERT_MANAGER_CRDS = Path(__file__).parents[1] / "fixtures" / "cert-manager" / "crds.yaml"
 
 # Every overlay with and without cert-manager in another namespace, and the default install.
@@ -97,10 +101,28 @@ def test_overlay_renders_and_applies_server_side(
             f"kontinue-webhook.{ns}.svc.cluster.local",
         ]
 
+    # For real with the webhooks registered by a loopback URL nothing serves (a Service
+    # reference is never dialled in this tier) ...
     applied = cert_manager_crds.kubectl(
-        "apply", "--server-side", "--field-manager=kontinue-install", "-f", "-", stdin=text
+        "apply",
+        "--server-side",
+        "--field-manager=kontinue-install",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump_all(processes.url_registered(docs, NOWHERE)),
     )
     assert "error" not in applied.stderr.lower(), applied.stderr
+    # ... and exactly as rendered, dry-run on the server (admission and validation, nothing
+    # stored).
+    cert_manager_crds.kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=kontinue-install",
+        "--dry-run=server",
+        "-f",
+        "-",
+        stdin=text,
+    )
     lines = [line for line in applied.stdout.splitlines() if line.strip()]
     assert len(lines) == len(docs), applied.stdout
     # Every namespaced object landed in the chosen namespace.
@@ -141,3 +163,63 @@ def test_one_images_entry_moves_every_image_and_kontinue_image(
             assert env["KONTINUE_IMAGE"] == "registry.example/kontinue:v9"
         # Values that are not the image stay as they were.
         assert env.get("KONTINUE_QUEUE_SYSTEMS") in ("kueue", "kueue,volcano", "volcano")
+
+
+def _template_pod(docs: list[dict[str, Any]], namespace: str) -> dict[str, Any]:
+    template = find(docs, "Deployment", "kontinue-webhook")["spec"]["template"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "webhook-", "namespace": namespace},
+        "spec": template["spec"],
+    }
+
+
+@pytest.mark.usefixtures("webhook_configurations_removed")
+def test_critical_pods_are_admitted_thanks_to_the_shipped_quota(
+    cert_manager_crds: controlplane.ControlPlane, namespace: str
+) -> None:
+    """The tier's apiserver limits system-cluster-critical pods to namespaces with a matching
+    quota (as GKE does): the Deployment's pod is refused in a namespace without the shipped
+    ResourceQuota and admitted in Kontinue's own namespace."""
+    plane = cert_manager_crds
+    variant = Variant("kueue", namespace=f"kontinue-{secrets.token_hex(3)}")
+    docs = variant.render(plane)
+    plane.kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=kontinue-install",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump_all(processes.url_registered(docs, NOWHERE)),
+    )
+    # Only admission by quota is under test here: no Kontinue webhook.
+    plane.kubectl(
+        "delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "kontinue-webhook"
+    )
+    plane.kubectl("create", "serviceaccount", "kontinue-webhook", "-n", namespace)
+    refused = plane.kubectl(
+        "create", "-f", "-", stdin=json.dumps(_template_pod(docs, namespace)), check=False
+    )
+    assert refused.returncode != 0
+    assert "insufficient quota to match these scopes" in refused.stderr
+    ns = variant.namespace
+    deadline = time.monotonic() + 30
+    while (
+        not json.loads(
+            plane.kubectl(
+                "get", "resourcequota", "kontinue-critical-pods", "-n", ns, "-o", "json"
+            ).stdout
+        )
+        .get("status", {})
+        .get("hard")
+    ):
+        assert time.monotonic() < deadline, "the quota controller never filled status.hard"
+        time.sleep(0.3)
+    admitted = json.loads(
+        plane.kubectl(
+            "create", "-o", "json", "-f", "-", stdin=json.dumps(_template_pod(docs, ns))
+        ).stdout
+    )
+    assert admitted["spec"]["priorityClassName"] == "system-cluster-critical"
+    plane.kubectl("delete", "namespace", ns, "--wait=false")
