@@ -243,3 +243,30 @@ async def test_a_broken_kubeconfig_is_one_clear_line(kube: harness.Kube, tmp_pat
     assert result.err.startswith(f"error: cannot use kubeconfig {tmp_path / 'garbled'}: ")
     assert "Traceback" not in result.err
     assert len(result.err.splitlines()) == 1
+
+
+async def test_the_contexts_namespace_is_the_default_and_context_picks_one(
+    kube: harness.Kube, tmp_path: Path
+) -> None:
+    config = yaml.safe_load(kube.kubeconfig.read_text())
+    (context,) = config["contexts"]
+    config["contexts"] = [
+        context,
+        {"name": "quiet", "context": {**context["context"], "namespace": "quiet"}},
+    ]
+    config["current-context"] = "quiet"
+    path = tmp_path / "two-contexts"
+    path.write_text(yaml.safe_dump(config))
+    namespaces = (await kube.admin.list(resources.NAMESPACES))["items"]
+    if not any(n["metadata"]["name"] == "quiet" for n in namespaces):
+        await kube.admin.create(resources.NAMESPACES, {"metadata": {"name": "quiet"}})
+    two = harness.Kube(kube.system, path)
+    in_quiet = await two.kk("list")
+    assert in_quiet.out.strip() == "No lineages found in namespace quiet.", in_quiet
+    chosen = await two.kk("list", "--context", context["name"])
+    assert chosen.out.splitlines()[1].startswith("job/train "), chosen
+    flag = await two.kk("list", "-n", NS)
+    assert flag.out.splitlines()[1].startswith("job/train "), flag
+    unknown = await two.kk("list", "--context", "nope")
+    assert unknown.code == 1
+    assert unknown.err.startswith("error: cannot use kubeconfig")

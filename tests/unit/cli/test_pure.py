@@ -258,3 +258,30 @@ def test_the_story_of_a_set_save_time_bytes_and_step() -> None:
         lineages.row(item, now=NOW + datetime.timedelta(hours=2))["newest_good"]
         == "step 7, 120m ago"  # kubectl: minutes up to 3h
     )
+
+
+def test_a_volcano_queue_is_fed_by_the_namespaces_of_its_podgroups() -> None:
+    from kontinue.models import volcano
+
+    queue = base.parse(
+        volcano.Queue,
+        {"metadata": {"name": "research", "labels": {keys.ENABLED_LABEL: "true"}}},
+    )
+    groups = [
+        base.parse(
+            volcano.PodGroup,
+            {"metadata": {"name": f"pg-{ns}", "namespace": ns}, "spec": {"queue": q}},
+        )
+        for ns, q in (("lab", "research"), ("lab", "research"), ("other", "elsewhere"))
+    ]
+    world = gathering.World(namespace=None, volcano_queues=[queue], pod_groups=groups)
+    (opted,) = health.opted_in_queues(world)
+    assert (opted.system, opted.queue, opted.policy_name) == ("Volcano", "research", "default")
+    assert opted.feeds == (health.Feed("Volcano", "research", "lab"),)
+    target = health.probe_target([opted])
+    assert target is not None
+    pod = health.probe_pod(target)
+    assert pod["metadata"]["annotations"] == {keys.VOLCANO_POD_QUEUE_ANNOTATION: "research"}
+    (line, storage) = health.queue_lines([opted], {("lab", "kontinue"): None})
+    assert line.subject == "queue/research"
+    assert not storage.ok
