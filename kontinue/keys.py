@@ -155,6 +155,10 @@ ENV_WAIT_SECONDS: Final = "KONTINUE_WAIT_SECONDS"
 ENV_VERDICT_MEMBER: Final = "KONTINUE_VERDICT_MEMBER"
 ENV_VERDICT_WAIT: Final = "KONTINUE_VERDICT_WAIT"
 ENV_VERIFY_SECONDS: Final = "KONTINUE_VERIFY_SECONDS"
+ENV_RESTORE_MEMBER: Final = "KONTINUE_RESTORE_MEMBER"
+"""The member identity whose state the pod restores: its own, or rank 0's under consistency
+``shared`` (kontinue/restore_plan.py ``Plan.identity``); the restore program compares a
+manifest's ``member`` with it (else with ``KONTINUE_MEMBER``)."""
 
 # --- the queue bridge's mark on a pod whose failed restore it counted (queue_bridge/reconciling):
 # the value is the Checkpoint named by kontinue.dev/restore-from, so each failure counts once ---

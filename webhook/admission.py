@@ -43,6 +43,7 @@ def _rendered(plan: restore_plan.Plan) -> plumbing.Restore | None:
         wait_for=awaited.path if awaited else "",
         node_labels=dict(plan.node_labels),
         gated=plan.await_verdict,
+        member=plan.identity,
     )
 
 

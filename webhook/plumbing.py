@@ -83,6 +83,9 @@ class Restore:
     gated: bool = False
     """Wait behind the ``kontinue.dev/set-verdict`` gate for the bridge's verdict on the awaited
     set (kontinue/restore_plan.py ``Plan.await_verdict``)."""
+    member: str = ""
+    """The identity whose member is restored (``Plan.identity``: the pod's own, or rank 0's
+    under ``shared``); the restore container checks the manifest against it."""
 
     @property
     def annotation(self) -> str:
@@ -167,6 +170,7 @@ def _init_container(
         {"name": keys.ENV_WAIT_FOR, "value": wait_for},
         {"name": ENV_WAIT_CHECKPOINT, "value": restore.wait_for_checkpoint},
         {"name": ENV_WAIT_SECONDS, "value": wait_seconds},
+        {"name": keys.ENV_RESTORE_MEMBER, "value": restore.member or member},
     ]
     container: Obj = {
         "name": keys.RESTORE_INIT_CONTAINER,

@@ -18,10 +18,12 @@ Environment (set by the webhook, webhook/plumbing.py):
   the symlink to create, pointing at the directory chosen; the workload's containers get the same
   value and follow the link. Without ``KONTINUE_RESTORE_SOURCE`` (direct mode) it is itself the
   directory to verify, and ``KONTINUE_WAIT_FOR`` only delays the check.
-- ``KONTINUE_MEMBER``: this pod's member identity (``index=1``, ...). A directory whose manifest
-  names another member is refused (``OTHER_MEMBER``). A manifest without ``member`` (written
-  before members were recorded) is accepted: the directory is the one the webhook chose for this
-  pod's member from the Checkpoint's own record (webhook/plumbing.py ``member_dir``), as before.
+- ``KONTINUE_RESTORE_MEMBER`` (else ``KONTINUE_MEMBER``): the member identity whose state
+  this pod restores — its own (``index=1``, ...), or rank 0's under the policy's consistency
+  ``shared``. A directory whose manifest names another member is refused (``OTHER_MEMBER``).
+  A manifest without ``member`` (written before members were recorded) is accepted: the
+  directory is the one the webhook's restore plan chose for that identity from the
+  Checkpoint's own record (kontinue/restore_plan.py).
 - ``KONTINUE_VERIFY_SECONDS``: the time budget of verification (default 1800 s; also
   ``--verify-timeout``). The whole run is bounded by the wait timeout plus this budget: a
   watchdog thread ends the process with ``TIMED_OUT`` and its message even when a read is stuck
@@ -160,7 +162,11 @@ def config_from(argv: Sequence[str], env: Mapping[str, str]) -> Config:
         source_name=env.get(keys.ENV_RESTORE_CHECKPOINT, ""),
         wait_name=env.get(keys.ENV_WAIT_CHECKPOINT, ""),
         poll=max(0.01, poll),
-        member=env.get(keys.ENV_MEMBER, "").strip() or None,
+        member=(
+            env.get(keys.ENV_RESTORE_MEMBER, "").strip()
+            or env.get(keys.ENV_MEMBER, "").strip()
+            or None
+        ),
         verify_timeout=verify_timeout,
     )
 

@@ -86,3 +86,16 @@ def test_unknown_side_trusts_the_webhooks_choice(
     result = support.run(area, env)
 
     assert result.code == 0
+
+
+def test_shared_state_restores_rank_0s_member_into_every_pod(area: Path) -> None:
+    """Consistency ``shared``: pod index=1 restores rank 0's directory; the webhook names the
+    restored identity in ``KONTINUE_RESTORE_MEMBER``, and only that is compared."""
+    saved_by(area / "ckpt", "index=0")
+    env = {keys.ENV_RESTORE_FROM: str(area / "ckpt"), keys.ENV_MEMBER: "index=1"}
+
+    assert support.run(area, env).code == restore.ExitCode.OTHER_MEMBER
+    result = support.run(area, {**env, keys.ENV_RESTORE_MEMBER: "index=0"})
+
+    assert result.code == 0
+    assert support.run(area, {**env, keys.ENV_RESTORE_MEMBER: "index=2"}).code == 7

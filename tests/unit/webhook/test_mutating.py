@@ -277,6 +277,8 @@ def test_restore_injects_init_container_env_annotation_and_affinity() -> None:
         "11111111-2222-3333-4444-555555555555"
     )
     assert init_env[plumbing.ENV_RESTORE_SOURCE]["value"] == member_dir
+    # the identity restored (the pod's own here), which the restore container checks
+    assert init_env[keys.ENV_RESTORE_MEMBER]["value"] == init_env[keys.ENV_MEMBER]["value"]
     assert init_env[keys.ENV_WAIT_FOR]["value"] == ""
     assert init_env[keys.ENV_RESTORE_FROM]["value"] == plumbing.RESTORE_LINK
     assert {
