@@ -167,7 +167,8 @@ class ResumableSampler(torch.utils.data.Sampler[int]):
         self._on_resume.append(hook)
 
 
-def _agree(request: sdk_session.Request) -> sdk_session.Request:
+def agree(request: sdk_session.Request) -> sdk_session.Request:
+    """The strongest request of all ranks (``all_reduce(MAX)``); ``request`` alone otherwise."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return request
     flag = torch.tensor([int(request)], dtype=torch.int64)
@@ -288,7 +289,7 @@ def resume(
         backend=backend,
     )
     session = sdk_session.Session(
-        state.save, state.load, save_every=save_every, agree=_agree, format=FORMAT
+        state.save, state.load, save_every=save_every, agree=agree, format=FORMAT
     )
     session.resume()
     return session
