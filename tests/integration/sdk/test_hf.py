@@ -13,7 +13,7 @@ from kontinue import checkpoint_format, keys
 
 pytest.importorskip("transformers")  # CI installs it (Makefile: the hf extra); a bare venv skips
 
-from transformers import Trainer, TrainingArguments  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments  # noqa: E402
 
 from kontinue_sdk import hf  # noqa: E402
 from reference_workload import hf_trainer  # noqa: E402
@@ -21,9 +21,7 @@ from reference_workload import hf_trainer  # noqa: E402
 
 def _trainer(tmp_path: Path) -> Trainer:
     args = TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none")
-    model = hf_trainer.GPT2LMHeadModel(
-        hf_trainer.GPT2Config(vocab_size=8, n_positions=4, n_embd=8, n_layer=1, n_head=1)
-    )
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=8, n_positions=4, n_embd=8, n_layer=1, n_head=1))
     return Trainer(model=model, args=args, train_dataset=hf_trainer.TokenDataset(4))
 
 
