@@ -16,7 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from emulator.demo import metrics, report, scenario, timeline
+from emulator.demo import metrics, report, scenario, timeline, torch_workload
+
+TORCH_DURATION = 150.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,7 +33,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--queue-system", choices=["kueue"], default="kueue")
     parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--duration", type=float, default=defaults.duration, help="seconds per run")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help=f"seconds per run (default {defaults.duration:.0f}; "
+        f"{TORCH_DURATION:.0f} with --workload torch: the scavengers must finish to be compared)",
+    )
     parser.add_argument(
         "--checkpoint-seconds",
         type=float,
@@ -45,6 +53,19 @@ def _parser() -> argparse.ArgumentParser:
         help="terminationGracePeriodSeconds (and the policy minimum)",
     )
     parser.add_argument("--burst-every", type=float, default=defaults.burst_every)
+    parser.add_argument(
+        "--workload",
+        choices=["counter", "torch"],
+        default=defaults.workload,
+        help="torch: the scavengers train a real PyTorch model (checked against an "
+        "uninterrupted run)",
+    )
+    parser.add_argument(
+        "--torch-epochs",
+        type=int,
+        default=defaults.torch_epochs,
+        help=f"with --workload torch: epochs per scavenger ({torch_workload.steps(1)} steps each)",
+    )
     parser.add_argument("--out", type=Path, default=Path("out/demo"))
     return parser
 
@@ -80,10 +101,13 @@ class Bar:
 async def _main(args: argparse.Namespace) -> int:
     options = scenario.Options(
         seed=args.seed,
-        duration=args.duration,
+        duration=args.duration
+        or (TORCH_DURATION if args.workload == "torch" else scenario.Options().duration),
         checkpoint_seconds=args.checkpoint_seconds,
         grace_seconds=args.grace_seconds,
         burst_every=args.burst_every,
+        workload=args.workload,
+        torch_epochs=args.torch_epochs,
     )
     out: Path = args.out
     runs: list[timeline.Run] = []
@@ -98,8 +122,17 @@ async def _main(args: argparse.Namespace) -> int:
             )
         )
         bar.done()
+    extra: list[tuple[str, list[str]]] = []
+    if options.workload == "torch":
+        reference = torch_workload.reference(epochs=options.torch_epochs)
+        extra.append(
+            (
+                "final parameters equal the uninterrupted run",
+                [torch_workload.verdict(run, reference) for run in runs],
+            )
+        )
     print()
-    print(report.table(metrics.reports(runs)))
+    print(report.table(metrics.reports(runs), extra))
     chart = report.chart(runs, out / "occupancy.png")
     raw = out / "timeline.json"
     raw.write_text(json.dumps([dataclasses.asdict(run) for run in runs], indent=1))

@@ -2,7 +2,9 @@
 
 Times are this process's monotonic clock relative to the run start, taken when the watch
 delivers the change — the same view a controller has. Steps come from the trainers' own
-``PROGRESS step=N`` lines and their termination messages, never from the demo's settings.
+``PROGRESS step=N`` lines (``STEP N`` from reference_workload/torch_trainer.py) and their
+termination messages, never from the demo's settings; a finished trainer's last ``DONE`` line
+is kept (the torch trainer's names its parameters' sha256).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from kontinue.kube import resources
 
 ROLE_LABEL = "demo.kontinue.dev/role"
 CONTAINER = "trainer"
-PROGRESS = re.compile(r"^PROGRESS step=(\d+)", re.MULTILINE)
+PROGRESS = re.compile(r"^(?:PROGRESS step=|STEP )(\d+)", re.MULTILINE)
+DONE = re.compile(r"^DONE (.*)$", re.MULTILINE)
 
 Obj = dict[str, Any]
 
@@ -133,13 +136,13 @@ class Recorder:
         if kind == "DELETED" and record.ended is None:
             record.ended = now
 
-    def _steps(self, record: _Pod) -> list[int]:
+    def _log(self, record: _Pod) -> str:
         if not record.last:
-            return []
+            return ""
         container = self.cluster.container(record.last, CONTAINER)
         if container is None or not container.spec.log_path.exists():
-            return []
-        return [int(s) for s in PROGRESS.findall(container.spec.log_path.read_text())]
+            return ""
+        return container.spec.log_path.read_text()
 
     def newest_good(self, record: _Pod, checkpoints: list[Obj]) -> str | None:
         """The newest good checkpoint of ``record``'s job when ``record`` was created.
@@ -168,7 +171,9 @@ class Recorder:
         by_name = {cp["metadata"]["name"]: cp for cp in checkpoints}
         frozen = []
         for record in self.pods.values():
-            steps = self._steps(record)
+            log = self._log(record)
+            steps = [int(s) for s in PROGRESS.findall(log)]
+            done = DONE.findall(log)
             newest = self.newest_good(record, checkpoints)
             saved = None
             if record.message:
@@ -200,6 +205,7 @@ class Recorder:
                     ),
                     newest_checkpoint=newest,
                     checkpoint_node=members[0].get("node"),
+                    done=done[-1] if done else None,
                 )
             )
         return sorted(frozen, key=lambda r: r.created)

@@ -36,14 +36,18 @@ ROWS: list[tuple[str, Callable[[metrics.Report], str]]] = [
 ]
 
 
-def table(reports: Sequence[metrics.Report]) -> str:
-    """Rows are the metrics, columns the runs (with Kontinue | without)."""
-    width = max(len(name) for name, _ in ROWS)
-    cells = [[render(r) for r in reports] for _, render in ROWS]
+def table(
+    reports: Sequence[metrics.Report], extra: Sequence[tuple[str, Sequence[str]]] = ()
+) -> str:
+    """Rows are the metrics, columns the runs (with Kontinue | without); ``extra`` rows are
+    (name, one cell per run), appended."""
+    rows = [name for name, _ in ROWS] + [name for name, _ in extra]
+    width = max(len(name) for name in rows)
+    cells = [[render(r) for r in reports] for _, render in ROWS] + [list(c) for _, c in extra]
     col = max(18, *(len(c) for row in cells for c in row), *(len(r.run) for r in reports))
     lines = [" " * width + " | " + " | ".join(r.run.rjust(col) for r in reports)]
     lines.append("-" * len(lines[0]))
-    for (name, _), row in zip(ROWS, cells, strict=True):
+    for name, row in zip(rows, cells, strict=True):
         lines.append(name.ljust(width) + " | " + " | ".join(c.rjust(col) for c in row))
     return "\n".join(lines)
 

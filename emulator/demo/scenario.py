@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator import gpus, nodes
-from emulator.demo import observe, stack, timeline, trace
+from emulator.demo import observe, stack, timeline, torch_workload, trace
 from kontinue import keys
 from kontinue.kube import resources
 
@@ -43,6 +43,10 @@ class Options:
     grace_seconds: int = 8
     burst_every: float = 30.0
     state_bytes: int = 1 << 16
+    workload: str = "counter"
+    """``counter``: reference_workload/trainer.py; ``torch``: scavengers train a real PyTorch
+    model (emulator/demo/torch_workload.py) for ``torch_epochs`` epochs."""
+    torch_epochs: int = 4
 
 
 def priority_classes() -> list[Obj]:
@@ -132,6 +136,18 @@ def trainer_job(
     dry_run_probe: bool = False,
 ) -> Obj:
     template_meta: Obj = {"labels": {observe.ROLE_LABEL: role.value}}
+    module, env = (
+        "reference_workload.trainer",
+        {
+            "TRAINER_STEPS": str(steps),
+            "TRAINER_RATE": str(options.rate),
+            "TRAINER_SAVE_SECONDS": str(options.checkpoint_seconds),
+            "TRAINER_STATE_BYTES": str(options.state_bytes),
+        },
+    )
+    if options.workload == "torch" and role is timeline.Role.SCAVENGER:
+        module = torch_workload.MODULE
+        env = torch_workload.env(epochs=options.torch_epochs, rate=options.rate)
     if role is timeline.Role.PRIORITY:
         template_meta["annotations"] = {keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"}
     return {
@@ -154,16 +170,8 @@ def trainer_job(
                         {
                             "name": observe.CONTAINER,
                             "image": "ghcr.io/kontinue/kontinue:dev",
-                            "command": ["python", "-m", "reference_workload.trainer"],
-                            "env": [
-                                {"name": "TRAINER_STEPS", "value": str(steps)},
-                                {"name": "TRAINER_RATE", "value": str(options.rate)},
-                                {
-                                    "name": "TRAINER_SAVE_SECONDS",
-                                    "value": str(options.checkpoint_seconds),
-                                },
-                                {"name": "TRAINER_STATE_BYTES", "value": str(options.state_bytes)},
-                            ],
+                            "command": ["python", "-m", module],
+                            "env": [{"name": k, "value": v} for k, v in env.items()],
                             "resources": {
                                 "requests": {"cpu": "100m", "memory": "128Mi"},
                                 "limits": {keys.GPU_RESOURCE: str(gpus)},
@@ -266,6 +274,7 @@ async def run(
         gpus_total=total_gpus,
         steps_per_second=options.rate,
         pods=tuple(pods),
+        workload=options.workload,
     )
 
 

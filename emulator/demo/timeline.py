@@ -40,6 +40,8 @@ class PodRecord:
     """The newest Succeeded checkpoint of its job when it was created: what it should restore."""
     checkpoint_node: str | None = None
     """The node the checkpoint it restored from was written on."""
+    done: str | None = None
+    """The last ``DONE`` line of a finished trainer (the torch trainer's parameters' sha256)."""
 
     @property
     def preempted(self) -> bool:
@@ -57,3 +59,4 @@ class Run:
     gpus_total: int
     steps_per_second: float
     pods: tuple[PodRecord, ...]
+    workload: str = "counter"
