@@ -20,6 +20,9 @@ DEFAULT_POLICY_NAME: Final = "default"
 
 # --- opt-out (annotation on a Pod or its owner) ----------------------------------------------
 CHECKPOINT_OPT_OUT_ANNOTATION: Final = "kontinue.dev/checkpoint"
+WORKLOAD_CONTAINERS_ANNOTATION: Final = "kontinue.dev/workload-containers"
+"""Comma-separated names of the pod's workload containers, whose save is judged
+(kontinue/workload.py); set by the user on the pod or the Job's pod template."""
 
 # --- reserved pod keys: only Kontinue may set them; the validating webhook rejects forgeries --
 RESTORE_FROM_ANNOTATION: Final = "kontinue.dev/restore-from"

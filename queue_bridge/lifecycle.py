@@ -3,7 +3,10 @@
 The workload contract (docs/workload-contract.md, engine ``signal``): on SIGTERM the workload
 saves, writes one line of JSON ``{"kontinue": "saved", ...}`` to its termination message file
 once the save is durable, and exits non-zero (143). A member is saved only if all of that is
-visible in the kubelet's final status; anything else is a failed member with the reason recorded:
+visible in the kubelet's final status of the pod's workload containers (kontinue/workload.py: the
+``kontinue.dev/workload-containers`` annotation, else the accelerator containers, else the
+first; other containers are neither judged nor waited for); anything else is a failed member
+with the reason recorded:
 
 - SIGKILL (exit 137, also at the end of the grace period) or ``OOMKilled``, marker or not: the
   process did not finish on its own terms;
@@ -37,11 +40,12 @@ import datetime
 import json
 from collections.abc import Iterable
 
-from kontinue import keys, lineage
+from kontinue import keys, lineage, workload
 from kontinue.models import base, checkpoint, core
 from kontinue.models import policy as policy_model
 
 MemberResult = checkpoint.MemberResult
+S = checkpoint.MemberState
 SIGKILL_EXIT = 137
 EXPECTED_EXIT = 143
 GRACE_TOLERANCE = datetime.timedelta(seconds=1)
@@ -124,10 +128,40 @@ def member_result(
 ) -> checkpoint.MemberResult:
     """The result of one member from its pod's current status (rules in the module doc).
 
-    ``container``: the workload container; ``None`` means the first of ``spec.containers``.
+    ``container``: the one container to judge; ``None``: the pod's workload containers
+    (kontinue/workload.py: the ``kontinue.dev/workload-containers`` annotation, else the
+    containers requesting accelerators, else the first). Other containers (proxies, log
+    shippers, helpers that ignore SIGTERM) are neither judged nor waited for. With several
+    workload containers the member is saved only when each saved; the first failure decides.
     ``path``: where the member saves, recorded as is (the caller knows the layout). The node is
     the member's ``spec.members[].node``, recorded when the Checkpoint is created.
     """
+    names = (container,) if container is not None else workload.of_pod(pod).names
+    results = [_container_result(pod, name, path=path) for name in names or (None,)]
+    if len(results) == 1:
+        return results[0]
+    failed = [(n, r) for n, r in zip(names, results, strict=True) if r.state is S.FAILED]
+    if failed:
+        name, result = failed[0]
+        return result.model_copy(update={"reason": f"container {name}: {result.reason}"})
+    open_ = [r for r in results if r.state is not S.SAVED]
+    if open_:
+        return open_[0]
+    sizes = [r.bytes for r in results]
+    return results[0].model_copy(
+        update={
+            "bytes": sum(b for b in sizes if b is not None) if None not in sizes else None,
+            "finished_at": max(
+                (r.finished_at for r in results if r.finished_at is not None), default=None
+            ),
+            "reason": f"saved, {len(results)} workload containers",
+        }
+    )
+
+
+def _container_result(
+    pod: core.Pod, container: str | None, *, path: str | None
+) -> checkpoint.MemberResult:
     fields: dict[str, object] = {"pod_name": pod.name, "path": path}
     status = _status(pod, container)
     state = status.state if status is not None else None

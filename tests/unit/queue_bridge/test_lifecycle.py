@@ -433,3 +433,99 @@ def test_a_member_that_ran_and_died_before_saving_still_fails_the_set() -> None:
     b.status.container_statuses[0].restart_count = 1  # type: ignore[index, union-attr]
     status = lifecycle.next_status(checkpoint_of([a, b]), [a, b])
     assert status.phase is checkpoint.Phase.FAILED
+
+
+# --- which container is the workload (kontinue/workload.py) ------------------------------------
+
+HELPER_KILLED = {
+    "name": "helper",
+    "state": {
+        "terminated": {
+            "exitCode": 137,
+            "reason": "Error",
+            "startedAt": "2026-12-02T11:23:06Z",
+            "finishedAt": "2026-12-02T11:23:40Z",
+        }
+    },
+    "ready": False,
+    "restartCount": 0,
+}
+HELPER_RUNNING = {
+    "name": "helper",
+    "state": {"running": {"startedAt": "2026-12-02T11:23:06Z"}},
+    "ready": True,
+    "restartCount": 0,
+}
+
+
+def with_helper(
+    status: dict[str, Any],
+    *,
+    first: bool,
+    gpu: bool = False,
+    annotation: str | None = None,
+) -> Callable[[dict[str, Any]], None]:
+    """The recorded saved pod with a second regular container, ``helper``, that ignores
+    SIGTERM; listed first or second, the trainer (``main``) optionally asking for a GPU."""
+
+    def change(data: dict[str, Any]) -> None:
+        helper = {"name": "helper", "image": "busybox", "command": ["sleep", "infinity"]}
+        main = data["spec"]["containers"][0]
+        if gpu:
+            main["resources"] = {"limits": {keys.GPU_RESOURCE: "1"}}
+        data["spec"]["containers"] = [helper, main] if first else [main, helper]
+        statuses = data["status"]["containerStatuses"]
+        data["status"]["containerStatuses"] = [status, *statuses] if first else [*statuses, status]
+        if annotation is not None:
+            data["metadata"].setdefault("annotations", {})[keys.WORKLOAD_CONTAINERS_ANNOTATION] = (
+                annotation
+            )
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "state"),
+    [
+        # before: the first container (the helper, SIGKILLed) failed the member
+        (with_helper(HELPER_KILLED, first=True, gpu=True), S.SAVED),
+        (with_helper(HELPER_KILLED, first=True, annotation="main"), S.SAVED),
+        (with_helper(HELPER_KILLED, first=False), S.SAVED),
+        # decided once the workload container ended: the helper still running is not waited for
+        (with_helper(HELPER_RUNNING, first=True, gpu=True), S.SAVED),
+        (with_helper(HELPER_RUNNING, first=False), S.SAVED),
+        # no annotation, no accelerator: the first container is the workload (the helper)
+        (with_helper(HELPER_KILLED, first=True), S.FAILED),
+        # a name that matches nothing is ignored; the accelerator rule decides
+        (with_helper(HELPER_KILLED, first=True, gpu=True, annotation="trainer"), S.SAVED),
+    ],
+    ids=[
+        "helper-first-gpu-trainer",
+        "helper-first-annotated",
+        "helper-second",
+        "helper-running-gpu",
+        "helper-running-second",
+        "no-hint-first-wins",
+        "unknown-name-ignored",
+    ],
+)
+def test_only_the_workload_containers_decide_the_member(
+    change: Callable[[dict[str, Any]], None], state: checkpoint.MemberState
+) -> None:
+    pod = pod_from("kubelet-sigterm-saved", change)
+    assert lifecycle.member_result(pod, container=None).state is state
+
+
+def test_several_workload_containers_all_must_save() -> None:
+    def two_trainers(data: dict[str, Any]) -> None:
+        main = data["spec"]["containers"][0]
+        second = {**main, "name": "second"}
+        data["spec"]["containers"] = [main, second]
+        data["metadata"]["annotations"] = {keys.WORKLOAD_CONTAINERS_ANNOTATION: "main,second"}
+        status = data["status"]["containerStatuses"][0]
+        data["status"]["containerStatuses"] = [status, {**HELPER_KILLED, "name": "second"}]
+
+    pod = pod_from("kubelet-sigterm-saved", two_trainers)
+    result = lifecycle.member_result(pod, container=None)
+    assert result.state is S.FAILED
+    assert (result.reason or "").startswith("container second: killed by SIGKILL (exit 137)")
