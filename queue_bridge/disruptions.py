@@ -19,7 +19,8 @@ as the Kueue path:
   and so is one whose Workload has a Kueue eviction in force that is not recorded yet (the
   Kueue path claims it; the caller decides that, from its caches);
 - **names** are deterministic per lineage and trigger (:func:`checkpoint_name`), so a relist, a
-  restart or the other replica finds the same Checkpoint instead of making a second one.
+  restart or the other replica finds the same Checkpoint instead of making a second one; a later
+  victim of an event whose set is already terminal gets a name that also covers its own UID.
 
 Limits: the grouping window is compared on condition times, which Kubernetes stores in whole
 seconds, so one second is added to it; two distinct evictions of one lineage with the same
@@ -85,7 +86,9 @@ def pod_trigger(pod: core.Pod, *, decision: optin.Decision) -> checkpoint.Trigge
     return sources.pod_eviction(pod, previous=None, policy=decision.policy)
 
 
-def checkpoint_name(lineage: checkpoint.Lineage, trigger: checkpoint.Trigger) -> str:
+def checkpoint_name(
+    lineage: checkpoint.Lineage, trigger: checkpoint.Trigger, *, victim: str | None = None
+) -> str:
     """The Checkpoint name of one pod-level eviction of ``lineage``.
 
     The digest covers the owner UID, the source and the reason as well as the time, so a
@@ -93,6 +96,8 @@ def checkpoint_name(lineage: checkpoint.Lineage, trigger: checkpoint.Trigger) ->
     never with the Kueue path's names (those hash the Workload's UID).
     """
     key = f"{lineage.owner_uid}/{trigger.source.value}/{trigger.reason}"
+    if victim:
+        key += f"/{victim}"
     return naming.checkpoint_name(lineage, trigger=trigger, workload_uid=key)
 
 
@@ -158,9 +163,15 @@ def group(
                 )
             )
             continue
+        name = checkpoint_name(item.lineage, item.trigger)
+        if any(cp.name == name for cp in checkpoints):
+            # The event's set is already terminal (a member that never ran is recorded at once,
+            # so this happens within the same second): this later victim gets its own set,
+            # named after it so that a relist finds the same one.
+            name = checkpoint_name(item.lineage, item.trigger, victim=item.pod.metadata.uid)
         groups.append(
             Group(
-                name=checkpoint_name(item.lineage, item.trigger),
+                name=name,
                 trigger=item.trigger,
                 lineage=item.lineage,
                 policy=item.policy,

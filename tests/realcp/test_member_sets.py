@@ -19,6 +19,10 @@ from kontinue.models import base, checkpoint
 from tests.realcp import objects, processes
 
 
+async def _ready(program: processes.Program) -> bool:
+    return processes.bridge_ready(program)
+
+
 def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in container.get("env") or []}
 
@@ -160,3 +164,61 @@ async def test_pods_wait_gated_for_a_saving_set_and_the_bridge_gives_the_verdict
         annotations = pod["metadata"]["annotations"]
         assert annotations[keys.RESTORE_MEMBER_ANNOTATION] == restore_plan.NOT_RESTORABLE
         assert annotations[keys.RESTORE_WAIT_ANNOTATION] == "0"
+
+
+async def test_pods_drained_before_they_ever_ran_are_carried_forward(
+    kontinue: processes.Installed, admin: api.Api, namespace: str
+) -> None:
+    """Issue 19 item 2 on the real apiserver: no scheduler runs, so the Job's pods are Pending
+    when a drain (the real Eviction API, which adds ``DisruptionTarget``) takes them. The real
+    bridge records both members ``CarriedForward`` (they never started their main container):
+    the set Succeeds instead of failing, and the replacements know they have nothing to restore."""
+    queue = await objects.queues(admin, namespace, opted_in=True)
+    await objects.claim(admin, namespace)
+    bridge = processes.start_bridge(kontinue)
+    kontinue.programs["bridge"] = bridge
+    await admin.create(resources.JOBS, objects.job(namespace, queue), namespace=namespace)
+
+    async def pending() -> bool:
+        pods = await objects.pods(admin, namespace)
+        return len(pods) == 2 and all(
+            keys.CHECKPOINT_FINALIZER in p["metadata"]["finalizers"] for p in pods
+        )
+
+    await objects.until(pending, "two plumbed, pending pods")
+    first = await objects.pods(admin, namespace)
+    await objects.until(lambda: _ready(bridge), f"bridge ready\n{bridge.tail()}", seconds=60)
+    for pod in first:
+        await admin.evict(pod["metadata"]["name"], namespace=namespace)
+
+    async def sets() -> list[checkpoint.Checkpoint]:
+        items = (await admin.list(resources.CHECKPOINTS, namespace=namespace))["items"]
+        return [checkpoint.load(item) for item in items]
+
+    async def recorded() -> bool:
+        # A pod that never ran is recorded at once, so the second drain may find the first set
+        # already terminal and start its own: one or two sets, both pods recorded.
+        found = await sets()
+        members = [m for cp in found for m in cp.spec.members]
+        return len(members) == 2 and all(cp.status.phase.terminal for cp in found)
+
+    await objects.until(recorded, f"the drained pods recorded\n{bridge.tail()}", seconds=60)
+    found = await sets()
+    assert sorted(m.identity for cp in found for m in cp.spec.members) == ["index=0", "index=1"]
+    for cp in found:
+        assert cp.status.phase is checkpoint.Phase.SUCCEEDED, cp.status
+        assert {r.state for r in cp.status.members} == {checkpoint.MemberState.CARRIED_FORWARD}
+        assert "carried forward" in (cp.status.message or "")
+
+    gone = {p["metadata"]["uid"] for p in first}
+
+    async def replaced() -> bool:
+        pods = [p for p in await objects.pods(admin, namespace) if p["metadata"]["uid"] not in gone]
+        return len(pods) == 2
+
+    await objects.until(replaced, "the job controller replaced both pods", seconds=60)
+    for pod in await objects.pods(admin, namespace):
+        if pod["metadata"]["uid"] in gone:
+            continue
+        reason = pod["metadata"]["annotations"][keys.COLD_START_REASON_ANNOTATION]
+        assert "carried forward (never ran)" in reason, reason

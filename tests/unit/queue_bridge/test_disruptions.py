@@ -142,3 +142,20 @@ def test_queue_systems_setting() -> None:
     )  # Volcano-only (the volcano overlay): the Kueue caches stand empty
     with pytest.raises(ValueError, match="name at least one of kueue, volcano"):
         settings.Settings.from_env({"KONTINUE_QUEUE_SYSTEMS": " , "})
+
+
+def test_a_later_victim_of_an_event_whose_set_is_terminal_gets_its_own_name() -> None:
+    """A pod that never ran is recorded at once, so its set can be terminal before its sibling,
+    drained in the same second, is seen: the sibling's set must not reuse the name (on main it
+    got AlreadyExists and was never recorded)."""
+    first = _victim("a", seconds=0)
+    (group,) = disruptions.group([first], checkpoints=[], window=0.5)
+    done = _open_checkpoint(
+        group.name, phase=checkpoint.Phase.SUCCEEDED, reason="PreemptionByScheduler"
+    )
+    later = _victim("b", seconds=0)
+    (fresh,) = disruptions.group([later], checkpoints=[done], window=0.5)
+    assert fresh.existing is None
+    assert fresh.name != group.name
+    (again,) = disruptions.group([later], checkpoints=[done], window=0.5)
+    assert again.name == fresh.name  # deterministic: a relist finds the same set
