@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit realcp realcp-assets bench fuzz help clean
+.PHONY: demo test lint typecheck unit realcp realcp-assets bench fuzz image manifests help clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -50,6 +50,23 @@ realcp: $(STAMP) ## only the real-control-plane tier (fails when it cannot run)
 		KONTINUE_REQUIRE_REALCP=1 $(BIN)/pytest -m realcp tests/realcp
 
 test: lint typecheck unit ## lint, type checks and the whole test suite
+
+IMAGE ?= ghcr.io/kontinue/kontinue:0.1.0
+image: ## build the image the manifests name (IMAGE=...), with docker, podman or buildah
+	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then builder="docker build"; \
+	elif command -v podman >/dev/null 2>&1; then builder="podman build"; \
+	elif command -v buildah >/dev/null 2>&1; then builder="buildah bud"; \
+	else echo "make image: no usable image builder (docker with a running daemon, podman or buildah)" >&2; exit 1; fi; \
+	echo "building $(IMAGE) with $$builder"; $$builder -t $(IMAGE) .
+
+KUBECTL ?= $(shell command -v kubectl 2>/dev/null || echo "$${KUBEBUILDER_ASSETS:-$$HOME/.cache/kontinue/envtest/v1.36.2}/kubectl")
+manifests: ## write dist/kontinue-<overlay>.yaml (kueue, volcano, both) with kubectl's kustomize
+	@[ -x "$(KUBECTL)" ] || { echo "make manifests: kubectl not found (or run make realcp-assets)" >&2; exit 1; }
+	@mkdir -p dist
+	@for overlay in kueue volcano both; do \
+		$(KUBECTL) kustomize manifests/overlays/$$overlay > dist/kontinue-$$overlay.yaml || exit 1; \
+		echo "wrote dist/kontinue-$$overlay.yaml"; \
+	done
 
 bench: $(STAMP) ## run the benchmarks; each prints its numbers
 	@for b in benchmarks/bench_*.py; do [ -e "$$b" ] || continue; echo "== $$b"; $(BIN)/python -m "benchmarks.$$(basename $$b .py)" || exit 1; done
