@@ -27,6 +27,9 @@ Shapes follow the kubelet recordings (tests/fixtures/bridge/kubelet-*.json): the
 copied verbatim, with no trailing newline added; a container that wrote nothing has no
 ``message``; times have second resolution.
 
+One exception, :func:`late_status`: a ``Failed`` set whose members failed only for want of a
+report is upgraded when the reports arrive late and show saves inside the grace period.
+
 The set's phase only moves forward: ``Pending`` (no member told to stop yet) -> ``InProgress``
 (any member terminating or done) -> ``Succeeded`` (every member saved or carried forward) |
 ``Failed`` (every member done, one or more failed). It is terminal only when *every* member is,
@@ -306,6 +309,61 @@ def next_status(
             status="True" if saved else "False",
             reason="AllMembersSaved" if saved else "MemberFailed",
             message=str(update["message"]),
+            last_transition_time=stamp,
+        )
+        others = [c for c in current.conditions if c.type != keys.CONDITION_SAVED]
+        update["conditions"] = [*others, condition]
+    return current.model_copy(update=update)
+
+
+LATE_REPORT = "its final status arrived after the bridge's deadline"
+
+
+def late_status(
+    cp: checkpoint.Checkpoint, pods: Iterable[core.Pod], *, superseded: bool
+) -> checkpoint.CheckpointStatus | None:
+    """A ``Failed`` set upgraded by final statuses that came late, else ``None``.
+
+    A member failed for want of a report (no exit code recorded: its kubelet was lost, the node
+    partitioned, the deadline passed) is judged again when its pod's final status does arrive:
+    a save that finished inside its grace period (the rules of :func:`member_result`, the
+    deletion deadline included) makes it ``Saved``, and the set ``Succeeded`` once every member
+    is good. Never when ``superseded`` (a newer set of the lineage exists: its state is later)
+    nor for a member that did report a failure. A pod already running keeps what it restored
+    from (its ``kontinue.dev/restore-from``); the upgrade serves the next incarnation.
+    """
+    current = cp.status
+    if superseded or current.phase is not checkpoint.Phase.FAILED:
+        return None
+    by_uid = {p.metadata.uid: p for p in pods if p.metadata.uid}
+    uids = {m.pod_name: m.pod_uid for m in cp.spec.members}
+    members: list[checkpoint.MemberResult] = []
+    changed = False
+    for result in current.members:
+        pod = by_uid.get(uids.get(result.pod_name, ""))
+        if result.state is S.FAILED and result.exit_code is None and pod is not None:
+            late = member_result(pod, container=None, path=result.path)
+            if late.state is S.SAVED:
+                reason = f"{late.reason}; {LATE_REPORT}"
+                result = late.model_copy(update={"reason": reason})
+                changed = True
+        members.append(result)
+    if not changed:
+        return None
+    new_phase = phase(members)
+    update: dict[str, object] = {"members": members, "phase": new_phase}
+    if new_phase is checkpoint.Phase.SUCCEEDED:
+        message = f"{_summary(new_phase, members)} ({LATE_REPORT})"
+        update["message"] = message
+        stamp = max(
+            (r.finished_at for r in members if r.finished_at is not None),
+            default=cp.spec.trigger.time,
+        )
+        condition = base.Condition(
+            type=keys.CONDITION_SAVED,
+            status="True",
+            reason="LateReport",
+            message=message,
             last_transition_time=stamp,
         )
         others = [c for c in current.conditions if c.type != keys.CONDITION_SAVED]

@@ -8,8 +8,8 @@ import logging
 
 from kontinue import keys
 from kontinue.kube import errors
-from kontinue.models import checkpoint
-from queue_bridge import acting, deciding, kinds, reconciling
+from kontinue.models import checkpoint, core
+from queue_bridge import acting, deciding, kinds, lifecycle, reconciling
 from queue_bridge.handlers import context
 
 log = logging.getLogger("kontinue.bridge")
@@ -57,6 +57,8 @@ async def reconcile(ctx: context.Context, namespace: str, name: str) -> None:
                 pending_timeout=config.pending_timeout_seconds,
             ),
         )
+    if cp.status.phase is checkpoint.Phase.FAILED:
+        cp = await _late_reports(ctx, cp, pods)
     if cp.status.phase.terminal:
         for cp_name, reason in deciding.doomed(ctx.caches, cp, policy=policy).items():
             target = ctx.caches.checkpoints.get(cp_name, cp.spec.lineage.namespace)
@@ -81,3 +83,37 @@ async def _expire(ctx: context.Context, cp: checkpoint.Checkpoint, reason: str) 
         "checkpoint expired checkpoint=%s/%s reason=%s", cp.metadata.namespace, cp.name, reason
     )
     await ctx.event(raw, keys.EVENT_CHECKPOINT_EXPIRED, f"{cp.name} expired: {reason}")
+
+
+def _newer(ctx: context.Context, cp: checkpoint.Checkpoint) -> bool:
+    """Another live set of the lineage triggered later: its state supersedes ``cp``'s."""
+    return any(
+        other.name != cp.name
+        and other.metadata.namespace == cp.metadata.namespace
+        and other.status.phase is not checkpoint.Phase.EXPIRED
+        and other.spec.trigger.time > cp.spec.trigger.time
+        for other in ctx.caches.checkpoints_of_owner(cp.spec.lineage.owner_uid)
+    )
+
+
+async def _late_reports(
+    ctx: context.Context, cp: checkpoint.Checkpoint, pods: list[core.Pod]
+) -> checkpoint.Checkpoint:
+    """Upgrade a Failed set whose members' final statuses came late (lifecycle.late_status)."""
+    new = lifecycle.late_status(cp, pods, superseded=_newer(ctx, cp))
+    if new is None:
+        return cp
+    try:
+        raw = await acting.write_status(ctx.kube, cp, new)
+    except errors.Conflict:  # its own watch event requeues it
+        return cp
+    log.info(
+        "checkpoint upgraded by a late report checkpoint=%s/%s phase=%s message=%s",
+        cp.metadata.namespace,
+        cp.name,
+        new.phase.value,
+        new.message or "",
+    )
+    if new.phase is not cp.status.phase:
+        ctx.metrics.transitions.add(1, {"phase": new.phase.value})
+    return checkpoint.load(raw)

@@ -529,3 +529,65 @@ def test_several_workload_containers_all_must_save() -> None:
     result = lifecycle.member_result(pod, container=None)
     assert result.state is S.FAILED
     assert (result.reason or "").startswith("container second: killed by SIGKILL (exit 137)")
+
+
+# --- a lost kubelet: final statuses that arrive after the deadline ---------------------------
+
+NO_REPORT = "still Terminating 30s after its grace period ended: no final container status"
+
+
+def _failed_for_want_of_a_report(pods: list[core.Pod], *others: Any) -> checkpoint.Checkpoint:
+    lost = checkpoint.MemberResult(pod_name=pods[0].name, state=S.FAILED, reason=NO_REPORT)
+    return checkpoint_of(pods, phase="Failed", members=[lost, *others], message="1/1 failed")
+
+
+def test_a_save_reported_late_upgrades_the_set() -> None:
+    """The kubelet came back and reported exit 143 with the saved message, finished inside the
+    grace period: the member is Saved and the set Succeeded, saying why."""
+    pod = pod_from("kubelet-sigterm-saved")
+    cp = _failed_for_want_of_a_report([pod])
+
+    new = lifecycle.late_status(cp, [pod], superseded=False)
+
+    assert new is not None
+    assert new.phase is checkpoint.Phase.SUCCEEDED
+    (member,) = new.members
+    assert member.state is S.SAVED
+    assert member.exit_code == 143
+    assert lifecycle.LATE_REPORT in (member.reason or "")
+    saved = next(c for c in new.conditions if c.type == keys.CONDITION_SAVED)
+    assert (saved.status, saved.reason) == ("True", "LateReport")
+
+
+@pytest.mark.parametrize(
+    "case", ["superseded", "still-no-report", "finished-after-grace", "reported-a-failure"]
+)
+def test_a_late_report_never_upgrades_what_it_must_not(case: str) -> None:
+    if case == "still-no-report":
+        pod = pod_from("kubelet-sigterm-saved", _running(deleting=True))
+    elif case == "finished-after-grace":
+        pod = pod_from("kubelet-sigterm-saved", terminated(finishedAt="2026-12-02T11:23:30Z"))
+    else:
+        pod = pod_from("kubelet-sigterm-saved")
+    cp = _failed_for_want_of_a_report([pod])
+    if case == "reported-a-failure":  # the member's own report said it failed: final
+        killed = checkpoint.MemberResult(
+            pod_name=pod.name, state=S.FAILED, exit_code=137, reason="killed by SIGKILL"
+        )
+        cp = checkpoint_of([pod], phase="Failed", members=[killed])
+
+    assert lifecycle.late_status(cp, [pod], superseded=case == "superseded") is None
+
+
+def test_a_late_save_of_one_member_does_not_hide_anothers_failure() -> None:
+    a, b = pod_from("kubelet-sigterm-saved"), second("kubelet-sigterm-saved")
+    killed = checkpoint.MemberResult(
+        pod_name=b.name, state=S.FAILED, exit_code=137, reason="killed by SIGKILL"
+    )
+    cp = _failed_for_want_of_a_report([a, b], killed)
+
+    new = lifecycle.late_status(cp, [a, b], superseded=False)
+
+    assert new is not None
+    assert new.phase is checkpoint.Phase.FAILED
+    assert [m.state for m in new.members] == [S.SAVED, S.FAILED]
