@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from kontinue import keys
+from kontinue import keys, workload
 from kontinue.models import checkpoint, core
 
 _DIGEST = re.compile(r"@(sha256:[0-9a-f]{64})$")
@@ -58,8 +58,13 @@ def gpu_count(pod: core.Pod) -> int:
 
 
 def _container(pod: core.Pod, name: str | None) -> core.Container | None:
+    """``name``, else the first workload container (kontinue/workload.py), not merely the
+    first listed: an injected proxy or log shipper must not stand for the workload's image."""
     if name is None:
-        return pod.spec.containers[0] if pod.spec.containers else None
+        names = workload.of_pod(pod).names
+        name = names[0] if names else None
+        if name is None:
+            return None
     return next((c for c in pod.spec.containers if c.name == name), None)
 
 

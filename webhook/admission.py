@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kontinue import catalog, identity, keys, lineage, optin, restore_plan
+from kontinue import catalog, identity, keys, lineage, optin, restore_plan, workload
 from kontinue.models import base, core, errors
 from webhook import job_plumbing, metrics, placement, plumbing, review, settings, validation
 from webhook import state as state_module
@@ -107,7 +107,8 @@ def mutate_pod(
     # A user's move (kubectl kontinue move/drain/defrag) places the pods restoring from it.
     move = placement.asked(plan) if restore is not None and rendered.patch else None
     patch = placement.with_move(rendered.patch, spec=obj.get("spec") or {}, move=move)
-    warnings = [*decision.warnings, *rendered.warnings]
+    chosen = workload.of_spec(obj.get("spec") or {}, (obj.get("metadata") or {}).get("annotations"))
+    warnings = [*decision.warnings, *rendered.warnings, *chosen.warnings]
     if not patch:
         return review.allow(
             warnings=warnings, decision=metrics.NOT_PLUMBED, why="; ".join(warnings)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kontinue import keys
+from kontinue import keys, workload
 from kontinue import restore as restore_program
 from webhook import plumbing, review
 
@@ -59,6 +59,7 @@ def plumb_job(job: Obj, *, image: str) -> Plan:
     """
     spec: Obj = job.get("spec") or {}
     template_spec: Obj = (spec.get("template") or {}).get("spec") or {}
+    template_meta: Obj = (spec.get("template") or {}).get("metadata") or {}
     if template_spec.get("restartPolicy") == "OnFailure":
         return Plan(
             [],
@@ -79,7 +80,13 @@ def plumb_job(job: Obj, *, image: str) -> Plan:
     theirs = [r for r in rules if not _is_disruption_rule(r) and not _is_restore_rule(r)]
     wanted = ours + theirs
     if wanted == rules:
-        return Plan(ops + _stand_in_ops(template_spec, image=image), warnings)
+        return Plan(
+            ops
+            + _stand_in_ops(
+                template_spec, image=image, template_annotations=template_meta.get("annotations")
+            ),
+            warnings,
+        )
     if len(wanted) > MAX_POD_FAILURE_RULES:
         warnings.append(
             f"kontinue: podFailurePolicy already has {len(theirs)} rules, and Kontinue's "
@@ -92,18 +99,27 @@ def plumb_job(job: Obj, *, image: str) -> Plan:
     else:
         op = "replace" if "rules" in policy else "add"
         ops.append({"op": op, "path": "/spec/podFailurePolicy/rules", "value": wanted})
-    return Plan(ops + _stand_in_ops(template_spec, image=image), warnings)
+    return Plan(
+        ops
+        + _stand_in_ops(
+            template_spec, image=image, template_annotations=template_meta.get("annotations")
+        ),
+        warnings,
+    )
 
 
-def _stand_in_ops(template_spec: Obj, *, image: str) -> list[review.JsonPatchOp]:
+def _stand_in_ops(
+    template_spec: Obj, *, image: str, template_annotations: Obj | None
+) -> list[review.JsonPatchOp]:
     """Add the restore container's stand-in first among the template's init containers."""
     inits = template_spec.get("initContainers")
     if any(c.get("name") == keys.RESTORE_INIT_CONTAINER for c in inits or []):
         return []
-    containers = template_spec.get("containers") or [{}]
-    stand_in = restore_program.stand_in(
-        image, security_context=containers[0].get("securityContext")
+    names = workload.of_spec(template_spec, template_annotations).names
+    first: Obj = next(
+        (c for c in template_spec.get("containers") or [] if c.get("name") in names[:1]), {}
     )
+    stand_in = restore_program.stand_in(image, security_context=first.get("securityContext"))
     if inits is None:
         return [{"op": "add", "path": "/spec/template/spec/initContainers", "value": [stand_in]}]
     return [{"op": "add", "path": "/spec/template/spec/initContainers/0", "value": stand_in}]

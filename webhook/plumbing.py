@@ -46,7 +46,7 @@ import copy
 import dataclasses
 from typing import Any
 
-from kontinue import keys, lineage
+from kontinue import keys, lineage, workload
 from kontinue import restore as restore_program
 from kontinue.models import checkpoint
 from kontinue.models import policy as policy_model
@@ -376,7 +376,9 @@ def plumb_pod(
             ]
 
     if restore is not None:
-        first = (spec.get("containers") or [{}])[0]
+        # Read the checkpoint as the workload wrote it: its first workload container's identity.
+        chosen = workload.of_spec(spec, meta.get("annotations")).names[:1]
+        first: Obj = next((c for c in spec.get("containers") or [] if c.get("name") in chosen), {})
         init = _init_container(
             image=image,
             policy=policy,

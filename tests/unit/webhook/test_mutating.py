@@ -795,3 +795,32 @@ def test_a_non_indexed_job_with_parallelism_is_warned_it_can_only_share_state() 
     job["spec"].pop("completionMode")
     job["spec"]["parallelism"] = 1
     assert not any("NonIndexed" in w for w in _mutate_job(job).warnings)
+
+
+def test_a_workload_containers_annotation_naming_no_container_is_a_warning() -> None:
+    pod = support.kueue_pod()
+    pod["metadata"].setdefault("annotations", {})[keys.WORKLOAD_CONTAINERS_ANNOTATION] = "trainr"
+    verdict = _mutate(pod, _snapshot())
+    assert verdict.patch
+    assert any("'trainr', which match no container" in w for w in verdict.warnings)
+
+
+def test_the_restore_container_takes_the_workload_containers_security_context() -> None:
+    """Not the first container's: an injected proxy listed first must not lend its identity."""
+    pod = support.kueue_pod()
+    trainer = pod["spec"]["containers"][0]
+    trainer["securityContext"] = {"runAsUser": 1000}
+    trainer["resources"] = {"limits": {keys.GPU_RESOURCE: "1"}}
+    proxy = {"name": "istio-proxy", "image": "proxy:1", "securityContext": {"runAsUser": 1337}}
+    pod["spec"]["containers"] = [proxy, trainer]
+    cp = support.make_checkpoint(
+        "train-a-1",
+        lineage=support.lineage_of(pod),
+        fingerprint={"gpuProduct": "NVIDIA-A100-SXM4-80GB", "cudaDriverMajor": "550"},
+    )
+    snap = _with_checkpoints(
+        pod, cp, nodes=[support.gpu_node("n1", product="NVIDIA-A100-SXM4-80GB")]
+    )
+    out = support.apply_patch(pod, _mutate(pod, snap).patch)
+    (init,) = out["spec"]["initContainers"]
+    assert init["securityContext"] == {"runAsUser": 1000}
