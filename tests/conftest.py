@@ -1,33 +1,68 @@
-"""Suite-wide guards."""
+"""Suite-wide guards and markers.
+
+Markers (``pytest -m "not slow"`` is the fast inner loop; docs/testing.md):
+
+- ``demo``: runs the demo (tests/integration/demo/);
+- ``e2e``: a whole emulated cluster end to end (tests/integration/cluster/, the bridge's
+  tests/integration/bridge/test_end_to_end.py) or a real control plane (tests/realcp/);
+- ``slow``: every ``demo`` and ``e2e`` test, and any test marked so by hand.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
+HERE = Path(__file__).parent
+DEMO = ("integration/demo/",)
+E2E = ("integration/cluster/", "integration/bridge/test_end_to_end.py", "realcp/")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: takes long; deselect with -m 'not slow'")
+    config.addinivalue_line("markers", "demo: runs the demo (implies slow)")
+    config.addinivalue_line("markers", "e2e: a whole emulated cluster or control plane (slow)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.relative_to(HERE).as_posix() if item.path.is_relative_to(HERE) else ""
+        marks = [
+            name for name, prefixes in (("demo", DEMO), ("e2e", E2E)) if where.startswith(prefixes)
+        ]
+        for name in marks:
+            item.add_marker(name)
+        if marks:
+            item.add_marker("slow")
+
 
 @pytest.fixture(autouse=True)
-async def _cancel_leftover_tasks() -> AsyncIterator[None]:
-    """After each test, cancel what it left running, re-cancelling until it really ends.
+async def _no_leaked_tasks() -> AsyncIterator[None]:
+    """A test that leaves a task running fails, naming it; the task is then cancelled.
 
-    On Python 3.11 ``asyncio.wait_for`` can swallow a cancellation that races its inner
-    future's completion (CPython gh-86296); a task that lost its cancel that way keeps running,
-    and pytest-asyncio's loop teardown then waits for it forever — one failed test would hang
-    the whole run. Re-cancelling (as ``emulator.informer.stop`` does) ends such tasks. Bounded:
-    after 10 s the test errors, naming what would not stop.
+    Set up before and torn down after every other fixture of the test, so what is still running
+    here was left behind by the test (or a fixture of it) rather than ended. Cancelling
+    re-cancels until each task really ends: on Python 3.11 ``asyncio.wait_for`` can swallow a
+    cancellation that races its inner future's completion (CPython gh-86296), and such a task
+    would otherwise keep pytest-asyncio's loop teardown waiting forever. Bounded: after 10 s the
+    test errors, naming what would not stop.
     """
+    before = set(asyncio.all_tasks())
     yield
-    current = asyncio.current_task()
+    current = asyncio.current_task()  # teardown may run in another task than setup
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 10
-    while True:
-        pending = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
-        if not pending:
-            return
+    leaked = [t for t in asyncio.all_tasks() if t is not current and t not in before]
+    leaked = [t for t in leaked if not t.done()]
+    names = sorted(t.get_name() + ": " + repr(t.get_coro())[:120] for t in leaked)
+    while pending := [t for t in leaked if not t.done()]:
         if loop.time() > deadline:
             pytest.fail(f"tasks would not stop after cancellation: {pending!r}"[:2000])
         for task in pending:
             task.cancel()
         await asyncio.wait(pending, timeout=0.1)
+    if names:
+        pytest.fail(f"the test left {len(names)} task(s) running: {names}"[:2000])

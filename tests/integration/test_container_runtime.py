@@ -14,7 +14,7 @@ import copy
 import json
 import os
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import pytest
 
 from emulator.kubelet import launch, runtime, state, status, worker
 from kontinue import keys
+from tests.waiting import eventually
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kubelet"
 FAST = worker.Timing(relist_seconds=0.25, sandbox_seconds=0.05, terminal_delay_seconds=0.25)
@@ -123,19 +124,11 @@ def _node(tmp_path: Path) -> launch.Node:
     )
 
 
-async def _until(predicate: Callable[[], bool], what: str, *, limit: float = 20.0) -> None:
-    """Bounded poll: ``predicate`` must become true within ``limit`` seconds."""
-    step = 0.02
-    for _ in range(int(limit / step)):
-        if predicate():
-            return
-        await asyncio.sleep(step)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def _wait_for_log(container: runtime.Container, text: str) -> None:
     log = container.spec.log_path
-    await _until(lambda: log.exists() and text in log.read_text(), f"{text!r} in the log")
+    await eventually(
+        lambda: log.exists() and text in log.read_text(), within=20, what=f"{text!r} in the log"
+    )
 
 
 async def replay(
@@ -147,7 +140,7 @@ async def replay(
     )
     task = asyncio.create_task(pod_worker.run())
     if scenario in DELETED:
-        await _until(lambda: "main" in pod_worker.containers, "main to start")
+        await eventually(lambda: "main" in pod_worker.containers, within=20, what="main to start")
         await _wait_for_log(pod_worker.containers["main"], "START")
         deleted = _deletion(scenario)
         if grace is not None:
@@ -188,7 +181,7 @@ async def test_preemption_condition_written_by_others_is_kept_first(
     pod = _bound_pod("03-sigterm-saved")
     pod_worker = _worker(pod, rt, tmp_path)
     task = asyncio.create_task(pod_worker.run())
-    await _until(lambda: "main" in pod_worker.containers, "main to start")
+    await eventually(lambda: "main" in pod_worker.containers, within=20, what="main to start")
     await _wait_for_log(pod_worker.containers["main"], "START")
     disruption = {
         "type": "DisruptionTarget",
@@ -369,7 +362,7 @@ async def test_children_of_a_container_get_the_signal_too(
     pgid = container.pid
     assert pgid is not None
     # The orphaned child was SIGKILLed with the group; init reaps it shortly after.
-    await _until(lambda: not _group_alive(pgid), "the process group to be gone")
+    await eventually(lambda: not _group_alive(pgid), within=20, what="the process group to be gone")
 
 
 def _group_alive(pgid: int) -> bool:
@@ -436,7 +429,9 @@ async def test_config_error_waits_and_a_deleted_pending_pod_ends_failed(
     pod = _simple_pod(tmp_path, container)
     pod_worker = _worker(pod, rt, tmp_path)
     task = asyncio.create_task(pod_worker.run())
-    await _until(lambda: len(pod_worker.written) >= 3, "the config error to be written")
+    await eventually(
+        lambda: len(pod_worker.written) >= 3, within=20, what="the config error to be written"
+    )
     waiting = pod_worker.written[-1]["containerStatuses"][0]["state"]["waiting"]
     assert waiting["reason"] == "CreateContainerConfigError"
     assert "spec.containers[0].env[0].valueFrom" in waiting["message"]

@@ -28,6 +28,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from kontinue.kube import api, client, resources, watching
 from kontinue.models import kueue
+from tests.waiting import eventually
 
 FAST = watching.Backoff(initial=0.01, factor=2.0, cap=0.05, jitter=0.5)
 API_VERSION = resources.CLUSTER_QUEUES.api_version
@@ -303,16 +304,6 @@ async def running() -> AsyncIterator[Callable[[Cache], Recorded]]:
         await recorded.task  # run() returns normally after stop()
 
 
-async def until(predicate: Callable[[], bool], *, within: float = 10.0) -> None:
-    """Poll until ``predicate()`` holds; fail after ``within`` seconds (a bound, not a timing).
-
-    A poll, not an event: the predicates read both the server's and the cache's state.
-    """
-    async with asyncio.timeout(within):
-        while not predicate():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
-
-
 async def test_first_list_pages_through_everything_then_reports_synced(
     fake: tuple[FakeApiServer, api.Api], running: Callable[[Cache], Recorded]
 ) -> None:
@@ -332,7 +323,7 @@ async def test_first_list_pages_through_everything_then_reports_synced(
     assert queue.spec.cohort_name == "team"
     assert queue.kind == "ClusterQueue"  # filled in for list items, as a watch event has it
     assert rec.cache.resource_version == str(server.rv)
-    await until(lambda: len(server.watches()) == 1)
+    await eventually(lambda: len(server.watches()) == 1)
     assert server.watches()[0]["resourceVersion"] == str(server.rv)
 
 
@@ -348,7 +339,7 @@ async def test_watch_events_keep_the_newest_object_per_key(
     server.put("a", cohort="research")
     server.put("c")
     server.delete("b")
-    await until(lambda: rec.state() == server.state())
+    await eventually(lambda: rec.state() == server.state())
 
     assert [(e.type, e.obj.name) for e in rec.events[2:]] == [
         ("MODIFIED", "a"),
@@ -368,7 +359,7 @@ async def _disconnect(server: FakeApiServer) -> None:
     watches_before = len(server.watches())
     server.watch_status = 500
     server.drop_watches(abrupt=True)
-    await until(lambda: len(server.watches()) > watches_before)
+    await eventually(lambda: len(server.watches()) > watches_before)
 
 
 async def test_no_event_is_lost_across_a_dropped_connection(
@@ -381,7 +372,7 @@ async def test_no_event_is_lost_across_a_dropped_connection(
     meter = MeterProvider(metric_readers=[reader := InMemoryMetricReader()]).get_meter("t")
     rec = running(_cache(kube, meter=meter))
     await rec.cache.wait_synced(timeout=10)
-    await until(lambda: len(server.watches()) == 1)
+    await eventually(lambda: len(server.watches()) == 1)
     seen = rec.cache.resource_version
 
     await _disconnect(server)
@@ -390,7 +381,7 @@ async def test_no_event_is_lost_across_a_dropped_connection(
     server.delete("q00")
     server.put("new")
     server.watch_status = None
-    await until(lambda: rec.state() == server.state())
+    await eventually(lambda: rec.state() == server.state())
 
     # the resumed stream replays every change, q00's change before its deletion included
     assert rec.count("MODIFIED") == {f"q{i:02}": 1 for i in range(n)}
@@ -426,7 +417,7 @@ async def test_no_event_is_lost_across_a_410_relist(
         server.put(f"q{i:02}")
     rec = running(_cache(kube))
     await rec.cache.wait_synced(timeout=10)
-    await until(lambda: len(server.watches()) == 1)
+    await eventually(lambda: len(server.watches()) == 1)
 
     await _disconnect(server)
     changed = {f"q{i:02}" for i in range(0, n, 2)}  # half change, half stay as they were
@@ -436,7 +427,7 @@ async def test_no_event_is_lost_across_a_410_relist(
     server.put("new")
     server.compact()  # the cache's version is gone from history: only a re-list can catch up
     server.watch_status = None
-    await until(lambda: rec.state() == server.state())
+    await eventually(lambda: rec.state() == server.state())
 
     assert len(server.lists()) == 2
     assert rec.count("MODIFIED") == dict.fromkeys(changed, 1)
@@ -444,7 +435,7 @@ async def test_no_event_is_lost_across_a_410_relist(
     assert rec.count("ADDED") == {**{f"q{i:02}": 1 for i in range(n)}, "new": 1}
     assert rec.count("SYNC") == {}
     assert rec.cache.resource_version == str(server.rv)
-    await until(lambda: server.watches()[-1].get("resourceVersion") == str(server.rv))
+    await eventually(lambda: server.watches()[-1].get("resourceVersion") == str(server.rv))
 
 
 async def test_bookmarks_advance_the_version_a_watch_resumes_from(
@@ -454,16 +445,16 @@ async def test_bookmarks_advance_the_version_a_watch_resumes_from(
     server.put("a")
     rec = running(_cache(kube))
     await rec.cache.wait_synced(timeout=10)
-    await until(lambda: len(server.watches()) == 1)
+    await eventually(lambda: len(server.watches()) == 1)
     assert server.watches()[0]["allowWatchBookmarks"] == "true"
 
     listed_at = rec.cache.resource_version
     server.bookmark()
     server.bookmark()
-    await until(lambda: rec.cache.resource_version == str(server.rv))
+    await eventually(lambda: rec.cache.resource_version == str(server.rv))
     assert int(rec.cache.resource_version) == int(listed_at) + 2
     server.drop_watches(abrupt=False)
-    await until(lambda: len(server.watches()) == 2)
+    await eventually(lambda: len(server.watches()) == 2)
     assert server.watches()[1]["resourceVersion"] == str(server.rv)
     assert [e.type for e in rec.events] == ["ADDED"]  # a bookmark is not an event
 
@@ -482,7 +473,7 @@ async def test_label_selector_filters_and_follows_objects_in_and_out(
 
     server.put("out", labels=on)  # enters the selector
     server.put("leaving")  # leaves it
-    await until(lambda: [o.name for o in rec.cache.items()] == ["in", "out"])
+    await eventually(lambda: [o.name for o in rec.cache.items()] == ["in", "out"])
     assert [(e.type, e.obj.name) for e in rec.events[2:]] == [
         ("ADDED", "out"),
         ("DELETED", "leaving"),
@@ -500,7 +491,7 @@ async def test_field_selector_is_passed_to_list_and_watch(
     await rec.cache.wait_synced(timeout=10)
     server.put("a", cohort="x")
     server.put("b", cohort="y")
-    await until(lambda: (o := rec.cache.get("b")) is not None and o.spec.cohort_name == "y")
+    await eventually(lambda: (o := rec.cache.get("b")) is not None and o.spec.cohort_name == "y")
     assert [o.name for o in rec.cache.items()] == ["b"]
     assert {q["fieldSelector"] for q in server.queries()} == {"metadata.name=b"}
 
@@ -522,13 +513,13 @@ async def test_an_invalid_object_is_logged_with_its_field_and_skipped(
 
     server.put("good", cohort=["not", "a", "string"])  # an update that fails validation
     server.put("later")
-    await until(lambda: rec.cache.get("later") is not None)
+    await eventually(lambda: rec.cache.get("later") is not None)
     good = rec.cache.get("good")
     assert good is not None
     assert good.spec.cohort_name == "team"  # the last valid copy stays
     assert caplog.text.count("skipping invalid object") == 2  # once per bad version
     server.delete("good")
-    await until(lambda: rec.cache.get("good") is None)
+    await eventually(lambda: rec.cache.get("good") is None)
     assert caplog.text.count("skipping invalid object") == 2  # a deletion is not re-reported
     assert [(e.type, e.obj.name) for e in rec.events] == [
         ("ADDED", "good"),
@@ -549,7 +540,7 @@ async def test_periodic_resync_repairs_drift_and_redelivers_unchanged_objects(
 
     server.put("drifted", cohort="silently", emit=False)  # a change whose event never came
     server.delete("vanished", emit=False)
-    await until(lambda: rec.state() == server.state())
+    await eventually(lambda: rec.state() == server.state())
 
     assert rec.count("MODIFIED") == {"drifted": 1}
     assert rec.count("DELETED") == {"vanished": 1}
@@ -565,10 +556,10 @@ async def test_failing_watches_back_off_and_recover(
     server.watch_status = 503
     rec = running(_cache(kube))
     await rec.cache.wait_synced(timeout=10)
-    await until(lambda: len(server.watches()) >= 4)  # refused, retried with backoff
+    await eventually(lambda: len(server.watches()) >= 4)  # refused, retried with backoff
     server.watch_status = None
     server.put("a", cohort="after")
-    await until(lambda: rec.state() == server.state())
+    await eventually(lambda: rec.state() == server.state())
     assert rec.count("MODIFIED") == {"a": 1}
     assert len(server.lists()) == 1  # errors are retried from the same version
 
@@ -580,10 +571,10 @@ async def test_a_stream_the_server_ends_is_resumed_with_a_fresh_timeout(
     server.put("a")
     rec = running(_cache(kube, watch_timeout_seconds=1))
     await rec.cache.wait_synced(timeout=10)
-    await until(lambda: len(server.watches()) >= 2)  # the first stream timed out server-side
+    await eventually(lambda: len(server.watches()) >= 2)  # the first stream timed out server-side
     assert all(1 <= int(q["timeoutSeconds"]) < 2 for q in server.watches())
     server.put("a", cohort="later")
-    await until(lambda: rec.state() == server.state())
+    await eventually(lambda: rec.state() == server.state())
     assert len(server.lists()) == 1
 
 
@@ -619,7 +610,7 @@ async def test_a_failing_subscriber_does_not_stop_the_cache(
     server.put("a")
     await rec.cache.wait_synced(timeout=10)
     server.put("b")
-    await until(lambda: rec.state() == server.state())
+    await eventually(lambda: rec.state() == server.state())
     assert "watch subscriber failed" in caplog.text
     assert [(e.type, e.obj.name) for e in rec.events] == [("ADDED", "a"), ("ADDED", "b")]
 
@@ -650,8 +641,8 @@ async def test_a_410_right_after_a_fresh_list_backs_off_instead_of_spinning(
     slow = watching.Backoff(initial=30.0, cap=30.0, jitter=0.0)
     rec = running(_cache(kube, backoff=slow))
     await rec.cache.wait_synced(timeout=10)
-    await until(lambda: len(server.lists()) == 2)  # the first 410 re-lists at once
-    await until(lambda: len(server.watches()) == 2)
+    await eventually(lambda: len(server.lists()) == 2)  # the first 410 re-lists at once
+    await eventually(lambda: len(server.watches()) == 2)
     await asyncio.sleep(0.5)  # the second 410 in a row waits out the backoff
     assert (len(server.lists()), len(server.watches())) == (2, 2)
     assert [(e.type, e.obj.name) for e in rec.events] == [("ADDED", "a")]
@@ -669,6 +660,6 @@ async def test_too_many_requests_waits_at_least_retry_after(
     )
     rec = running(_cache(kube))  # FAST backoff: without Retry-After it would retry in <50ms
     await rec.cache.wait_synced(timeout=10)
-    await until(lambda: len(server.watches()) == 1)
+    await eventually(lambda: len(server.watches()) == 1)
     await asyncio.sleep(0.5)
     assert len(server.watches()) == 1

@@ -14,7 +14,7 @@ import asyncio
 import collections
 import contextlib
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any, Generic, TypeVar
 
 import pydantic
@@ -26,6 +26,7 @@ from emulator.apiserver import server
 from kontinue.kube import api, client, resources, watching
 from kontinue.models import core, kueue
 from tests import fixtures
+from tests.waiting import eventually
 
 FAST = watching.Backoff(initial=0.01, factor=2.0, cap=0.05, jitter=0.5)
 CQ = resources.CLUSTER_QUEUES
@@ -164,20 +165,13 @@ async def caches(emulated: Emulated) -> AsyncIterator[list[Recorded[Any]]]:
         await recorded.task
 
 
-async def until(predicate: Callable[[], bool], *, within: float = 10.0) -> None:
-    """Poll until ``predicate()`` holds; fail after ``within`` seconds (a bound, not a timing)."""
-    async with asyncio.timeout(within):
-        while not predicate():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
-
-
 async def _changed_while_disconnected(
     env: Emulated, rec: Recorded[kueue.ClusterQueue], *, n: int, compact: bool
 ) -> dict[tuple[str, str], str]:
     """Cut the watch, keep it refused while objects change, then let the cache back in."""
     refused = env.emulator.faults.add(verb="watch", resource="clusterqueues", count=None)
     env.emulator.drop_watches()
-    await until(lambda: refused.fired >= 1)  # the cache tried, and is now disconnected
+    await eventually(lambda: refused.fired >= 1)  # the cache tried, and is now disconnected
     for i in range(0, n, 2):  # half of them change, half stay as they were
         await env.relabel(CQ, f"q{i:02}", round="2")
     await env.admin.delete(CQ, "q01")
@@ -186,7 +180,7 @@ async def _changed_while_disconnected(
         env.emulator.compact()
     expected = await env.state(CQ)
     env.emulator.faults.remove(refused)
-    await until(lambda: rec.state() == expected)
+    await eventually(lambda: rec.state() == expected)
     return expected
 
 
@@ -230,13 +224,13 @@ async def test_bookmarks_move_the_resume_point_past_a_compaction(
         await emulated.admin.create(resources.NAMESPACES, {"metadata": {"name": name}})
     now = await emulated.current_version()
     assert int(now) > int(listed_at)
-    await until(lambda: rec.cache.resource_version == now)  # only a BOOKMARK can carry it
+    await eventually(lambda: rec.cache.resource_version == now)  # only a BOOKMARK can carry it
 
     # Without the bookmark the cache would resume from ``listed_at``, now too old: 410, re-list.
     emulated.emulator.compact()
     emulated.emulator.drop_watches()
     await emulated.put_queue("b")
-    await until(lambda: rec.cache.get("b") is not None)
+    await eventually(lambda: rec.cache.get("b") is not None)
     assert emulated.counter("kontinue.watch.relists", "reason") == {"initial": 1}
     assert [(e.type, _name(e.obj)) for e in rec.events] == [("ADDED", "a"), ("ADDED", "b")]
 
@@ -255,7 +249,7 @@ async def test_label_selector_filters_and_follows_objects_in_and_out(
     await emulated.relabel(CQ, "out", **ENABLED)
     await emulated.relabel(CQ, "leaving", **{"kontinue.dev/enabled": None})
     expected = await emulated.state(CQ, label_selector=ENABLED)
-    await until(lambda: rec.state() == expected)
+    await eventually(lambda: rec.state() == expected)
     assert [q.name for q in rec.cache.items()] == ["in", "out"]
     assert [(e.type, _name(e.obj)) for e in rec.events[2:]] == [
         ("ADDED", "out"),
@@ -292,7 +286,7 @@ async def test_field_selector_and_namespace_scope_pods(
         resources.PODS, namespace="team", field_selector="spec.nodeName=n1"
     )
     assert set(expected) == {("team", "on-n1"), ("team", "later-n1")}
-    await until(lambda: rec.state() == expected)
+    await eventually(lambda: rec.state() == expected)
     found = rec.cache.get("later-n1")  # the cache's namespace is the default
     assert isinstance(found, core.Pod)
     assert found.spec.node_name == "n1"

@@ -25,7 +25,7 @@ import copy
 import json
 import random
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -37,6 +37,7 @@ from kontinue.kube import api, cacheset, client, errors, resources, watching
 from kontinue.models import base, checkpoint
 from queue_bridge import app, settings
 from tests import fixtures
+from tests.waiting import eventually as eventually  # re-exported for the tests here
 
 Obj = dict[str, Any]
 NS = "team-a"
@@ -51,18 +52,6 @@ CRDS = [
 ]
 KUBELET_SAVED = fixtures.FIXTURES / "bridge/kubelet-sigterm-saved.json"
 SAVED = json.dumps({"kontinue": "saved", "step": 42, "bytes": 1024})
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]], *, within: float = 15.0, what: str = "condition"
-) -> None:
-    """Poll ``check`` until it holds; fail naming ``what`` after ``within`` seconds (a bound)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await check():
-        if loop.time() > deadline:
-            pytest.fail(f"{what} not met within {within}s")
-        await asyncio.sleep(0.05)
 
 
 def config(identity: str = "bridge-a", **overrides: Any) -> settings.Settings:

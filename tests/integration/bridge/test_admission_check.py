@@ -11,7 +11,8 @@ from typing import Any
 
 from kontinue import keys
 from kontinue.kube import resources
-from tests.integration.bridge.conftest import NS, Cluster, eventually
+from tests.integration.bridge.conftest import NS, Cluster
+from tests.waiting import eventually
 
 Obj = dict[str, Any]
 CHECK = "kontinue-restore"

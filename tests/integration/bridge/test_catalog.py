@@ -9,7 +9,8 @@ import pytest
 
 from kontinue import keys
 from kontinue.kube import api, resources
-from tests.integration.bridge.conftest import NS, Cluster, eventually
+from tests.integration.bridge.conftest import NS, Cluster
+from tests.waiting import eventually
 
 
 async def test_retention_keeps_the_newest_and_expiry_follows_the_deleted_job(

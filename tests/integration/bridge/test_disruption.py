@@ -26,7 +26,8 @@ from kontinue import keys, lineage
 from kontinue.kube import api, resources
 from kontinue.models import base, checkpoint
 from tests import fixtures
-from tests.integration.bridge.conftest import NS, Cluster, eventually
+from tests.integration.bridge.conftest import NS, Cluster
+from tests.waiting import eventually
 
 Obj = dict[str, Any]
 SCHEDULER = "system:kube-scheduler"

@@ -30,8 +30,9 @@ from kontinue.kube import api, cacheset, client, resources
 from kontinue.models import checkpoint
 from queue_bridge import app
 from tests import fixtures
-from tests.integration.bridge.conftest import BRIDGE_USER, FAST, SYSTEM, config, eventually
+from tests.integration.bridge.conftest import BRIDGE_USER, FAST, SYSTEM, config
 from tests.integration.cluster.test_kueue import Env
+from tests.waiting import eventually
 from webhook import __main__ as webhook_main
 from webhook import settings as webhook_settings
 

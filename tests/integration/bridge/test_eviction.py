@@ -16,7 +16,8 @@ from kontinue.kube import resources
 from kontinue.models import checkpoint, kueue
 from queue_bridge import naming, reconciling
 from tests import promlint
-from tests.integration.bridge.conftest import NS, SAVED, Cluster, condition, eventually
+from tests.integration.bridge.conftest import NS, SAVED, Cluster, condition
+from tests.waiting import eventually
 
 Obj = dict[str, Any]
 

@@ -9,7 +9,8 @@ is only checked when its key runs).
 
 from __future__ import annotations
 
-from tests.integration.bridge.conftest import Cluster, eventually
+from tests.integration.bridge.conftest import Cluster
+from tests.waiting import eventually
 
 
 async def test_a_pod_past_the_queue_bound_is_still_released(cluster: Cluster) -> None:

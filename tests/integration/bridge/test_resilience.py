@@ -14,7 +14,8 @@ import aiohttp
 
 from kontinue.kube import errors, resources
 from queue_bridge import app
-from tests.integration.bridge.conftest import BRIDGE_USER, SYSTEM, Bridge, Cluster, eventually
+from tests.integration.bridge.conftest import BRIDGE_USER, SYSTEM, Bridge, Cluster
+from tests.waiting import eventually
 
 
 async def _no_pods_left(cluster: Cluster, pods: list[dict[str, object]]) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from emulator.apiserver import server
 from emulator.kueue import controller, workloads
 from kontinue.kube import resources
 from tests import fixtures
+from tests.waiting import eventually as eventually  # re-exported for the tests here
 
 Obj = dict[str, Any]
 NS = "default"
@@ -36,15 +37,6 @@ COMPLETE: Obj = {
     "completionTime": "2026-01-01T00:00:01Z",
     "startTime": "2026-01-01T00:00:00Z",
 }
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], *, within: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await check():
-        if loop.time() > deadline:
-            pytest.fail(f"condition not met within {within}s")
-        await asyncio.sleep(0.02)
 
 
 def find_cond(obj: Obj, type_: str) -> Obj | None:

@@ -18,7 +18,8 @@ from kontinue import keys
 from kontinue.kube import resources
 from reference_workload import checkpoint_format
 from tests.integration.cluster import workloads
-from tests.integration.cluster.test_kueue import Env, Recorder, cond, eventually, summary
+from tests.integration.cluster.test_kueue import Env, Recorder, cond, summary
+from tests.waiting import eventually
 
 FOUR_GPUS = gpus.GpuProfile(count=4)
 

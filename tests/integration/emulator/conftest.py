@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from emulator.apiserver import server
 from kontinue.kube import api, client
+from tests.waiting import eventually as eventually  # re-exported for the tests here
 
 
 @pytest.fixture
@@ -40,13 +40,3 @@ def pod(
         "metadata": {"name": name, "namespace": namespace, **meta},
         "spec": spec,
     }
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], *, within: float = 5.0) -> None:
-    """Poll ``check`` until it holds (bounded); fails the test with a clear message otherwise."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await check():
-        if loop.time() > deadline:
-            pytest.fail(f"condition not met within {within}s")
-        await asyncio.sleep(0.02)

@@ -8,7 +8,8 @@ import pytest
 
 from emulator.apiserver import deletion, kinds, server
 from kontinue.kube import api, errors, resources
-from tests.integration.emulator.conftest import eventually, pod
+from tests.integration.emulator.conftest import pod
+from tests.waiting import eventually
 
 
 async def exists(kube: api.Api, resource: resources.Resource, name: str) -> bool:

@@ -11,7 +11,8 @@ from kubernetes_asyncio import watch as k8s_watch
 
 from emulator.apiserver import server
 from kontinue.kube import api, errors, resources
-from tests.integration.emulator.conftest import eventually, pod
+from tests.integration.emulator.conftest import pod
+from tests.waiting import eventually
 
 
 async def collect(

@@ -26,7 +26,8 @@ from kontinue import keys, lineage
 from kontinue.kube import client, errors, resources
 from kontinue.models import checkpoint
 from tests import fixtures
-from tests.integration.webhook.test_emulator import OPTIONS, SYSTEM, WEBHOOK_USER, eventually
+from tests.integration.webhook.test_emulator import OPTIONS, SYSTEM, WEBHOOK_USER
+from tests.waiting import eventually
 from webhook import __main__ as main
 from webhook import settings
 

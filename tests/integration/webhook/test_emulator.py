@@ -19,7 +19,7 @@ import base64
 import copy
 import socket
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -32,6 +32,7 @@ from kontinue.kube import api, cacheset, client, errors, resources, watching
 from kontinue.models import checkpoint
 from tests import fixtures
 from tests.unit.webhook import support
+from tests.waiting import eventually as eventually  # re-exported for the tests here
 from webhook import __main__ as main
 from webhook import job_plumbing, plumbing, settings
 
@@ -50,15 +51,6 @@ CRDS = [
     fixtures.UPSTREAM / "volcano/crds/scheduling.volcano.sh_queues.yaml",
     fixtures.UPSTREAM / "volcano/crds/scheduling.volcano.sh_podgroups.yaml",
 ]
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], *, within: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await check():
-        if loop.time() > deadline:
-            pytest.fail(f"condition not met within {within}s")
-        await asyncio.sleep(0.02)
 
 
 class Cluster:
