@@ -14,7 +14,7 @@ from kontinue import catalog, keys, lineage, optin, restore_plan
 from kontinue.models import checkpoint, core, kueue
 from kontinue.models import errors as model_errors
 from kontinue.models import policy as policy_model
-from queue_bridge import disruptions, reconciling
+from queue_bridge import disruptions, job_safety, reconciling
 from queue_bridge import state as state_module
 
 log = logging.getLogger("kontinue.bridge")
@@ -160,7 +160,7 @@ def doomed(
     if owner.owner_kind == "Job" and state.jobs_synced:
         job = state.job(owner.namespace, owner.owner_name)
         live = {job.metadata.uid} if job is not None and job.metadata.uid else set()
-        finished = live if job is not None and reconciling.job_finished(job) else set()
+        finished = live if job is not None and job_safety.job_finished(job) else set()
         for gone in catalog.expire_on_owner_gone(
             [cp], policy=policy, live_owner_uids=live, finished_owner_uids=finished
         ):

@@ -23,8 +23,8 @@ What is decided here:
 - **failed restores**: the ``kontinue-restore`` init container ended with any non-zero exit code
   (its own documented codes, a crash, an OOM kill), unless it was killed because the pod was
   being deleted (:func:`kontinue.restore.failed`).
-- **Job safety**: an opted-in Job without ``podReplacementPolicy: Failed`` and the
-  ``DisruptionTarget`` Ignore rule (tests/fixtures/cluster/job-accounting.md).
+
+Job safety (is an opted-in Job preemption-safe, has it finished) is :mod:`queue_bridge.job_safety`.
 """
 
 from __future__ import annotations
@@ -466,46 +466,3 @@ def failed_restore(pod: core.Pod) -> tuple[str, str] | None:
                 reason = f"restore init container exited {terminated.exit_code}"
                 return name, f"{reason}: {detail.strip()}" if detail.strip() else reason
     return None
-
-
-# --- Job safety ------------------------------------------------------------------------------
-
-
-def _ignores_disruption(job: core.Job) -> bool:
-    rules = (job.spec.pod_failure_policy or {}).get("rules") or []
-    for rule in rules:
-        conditions = rule.get("onPodConditions") or []
-        if rule.get("action") == "Ignore" and any(
-            c.get("type") == keys.POD_CONDITION_DISRUPTION_TARGET
-            and c.get("status", "True") == "True"
-            for c in conditions
-        ):
-            return True
-    return False
-
-
-def job_risk(job: core.Job) -> str | None:
-    """Why preemptions of this opted-in Job may use up ``backoffLimit`` or complete it, or
-    ``None`` when it has ``podReplacementPolicy: Failed`` and the ``DisruptionTarget`` Ignore
-    rule (tests/fixtures/cluster/job-accounting.md)."""
-    problems: list[str] = []
-    if job.spec.template.spec.restart_policy == "OnFailure":
-        problems.append("restartPolicy OnFailure (a podFailurePolicy needs Never)")
-    if job.spec.pod_replacement_policy != "Failed":
-        problems.append("no podReplacementPolicy: Failed")
-    if not _ignores_disruption(job):
-        problems.append(
-            "no podFailurePolicy rule {action: Ignore, onPodConditions: DisruptionTarget}"
-        )
-    if not problems:
-        return None
-    return (
-        "this Job's pods evicted by a scheduler preemption or a drain count as failed, so "
-        f"repeated preemptions can exhaust backoffLimit and fail it: {'; '.join(problems)} "
-        "(created before Kontinue was installed?)"
-    )
-
-
-def job_finished(job: core.Job) -> bool:
-    conditions = job.status.conditions if job.status else None
-    return base.is_true(conditions, "Complete") or base.is_true(conditions, "Failed")

@@ -11,25 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from kontinue import optin
 from kontinue.models import checkpoint as checkpoint_model
-from kontinue.models import core, kueue, volcano
-from kontinue.models import policy as policy_model
+from kontinue.models import core, kueue
 
 
-class State(Protocol):
-    # -- opt-in (the lookups of kontinue.optin.Queues) -------------------------------------------
-
-    def cluster_queue(self, name: str) -> kueue.ClusterQueue | None: ...
-
-    def local_queue(self, namespace: str, name: str) -> kueue.LocalQueue | None: ...
-
-    def volcano_queue(self, name: str) -> volcano.Queue | None: ...
-
-    def pod_group(self, namespace: str, name: str) -> volcano.PodGroup | None: ...
-
-    def policy(self, name: str) -> policy_model.CheckpointPolicy | None: ...
-
-    # -- the objects the bridge reconciles --------------------------------------------------------
+class State(optin.Queues, Protocol):
+    """The opt-in lookups (:class:`kontinue.optin.Queues`) and the objects the bridge reconciles."""
 
     def checkpoint(self, namespace: str, name: str) -> checkpoint_model.Checkpoint | None: ...
 

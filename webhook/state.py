@@ -13,23 +13,17 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from kontinue import optin
 from kontinue.models import checkpoint as checkpoint_model
 from kontinue.models import core, kueue, volcano
 from kontinue.models import policy as policy_model
 
 
-class State(Protocol):
-    """Point lookups the admission path needs; every method is O(1) or O(items it returns)."""
+class State(optin.Queues, Protocol):
+    """Point lookups the admission path needs; every method is O(1) or O(items it returns).
 
-    def cluster_queue(self, name: str) -> kueue.ClusterQueue | None: ...
-
-    def local_queue(self, namespace: str, name: str) -> kueue.LocalQueue | None: ...
-
-    def volcano_queue(self, name: str) -> volcano.Queue | None: ...
-
-    def pod_group(self, namespace: str, name: str) -> volcano.PodGroup | None: ...
-
-    def policy(self, name: str) -> policy_model.CheckpointPolicy | None: ...
+    The opt-in lookups (queues, policies) are :class:`kontinue.optin.Queues`'.
+    """
 
     def checkpoint(self, namespace: str, name: str) -> checkpoint_model.Checkpoint | None: ...
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kontinue import keys
 from kontinue.models import base
-from queue_bridge import deciding, reconciling
+from queue_bridge import deciding, job_safety
 from queue_bridge.handlers import context
 
 
@@ -19,7 +19,7 @@ async def reconcile(ctx: context.Context, namespace: str, name: str) -> None:
         return
     if job.metadata.annotation(keys.CHECKPOINT_OPT_OUT_ANNOTATION) == "false":
         return
-    risk = reconciling.job_risk(job)
+    risk = job_safety.job_risk(job)
     ctx.warned_jobs.add(job.metadata.uid)
     if risk is not None:
         raw = {**base.to_dict(job), "apiVersion": "batch/v1", "kind": "Job"}

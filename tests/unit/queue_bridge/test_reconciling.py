@@ -17,7 +17,7 @@ import pytest
 from kontinue import keys, lineage
 from kontinue.models import base, checkpoint, core, kueue
 from kontinue.models import policy as policy_model
-from queue_bridge import naming, reconciling
+from queue_bridge import job_safety, naming, reconciling
 from tests import fixtures
 
 Obj = dict[str, Any]
@@ -478,7 +478,7 @@ RULE = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
     ids=["safe", "legacy", "no-rule", "on-failure"],
 )
 def test_job_risk(job: core.Job, problems: list[str]) -> None:
-    risk = reconciling.job_risk(job)
+    risk = job_safety.job_risk(job)
     if not problems:
         assert risk is None
         return
