@@ -1,4 +1,5 @@
-"""Volcano: the scheduler's evictor marks, then deletes, each victim pod (reference/volcano.md).
+"""Volcano: the scheduler's evictor marks, then deletes, each victim pod
+(docs/cluster-emulation-queues.md).
 
 The evictor (pkg/scheduler/cache/cache.go ``defaultEvictor.Evict``) patches the victim's status with
 ``Ready=False`` (reason ``Evict``, message ``Pod is evicted, because of <preempt|reclaim>``) and
