@@ -11,8 +11,8 @@ the operator once any root task exits (nolar/kopf ``kopf/_core/reactor/running.p
 operator and all other root tasks should exit"). Kubernetes then restarts the container, which
 starts from a fresh list.
 
-:func:`main` is the one process runner: signals set the ``stop`` event, the body runs under a
-supervisor, and its result becomes the exit status.
+:func:`main` is the one process runner of both: logging, settings (a bad one ends the process
+with one line), signals that set the ``stop`` event, and the body's result as the exit status.
 """
 
 from __future__ import annotations
@@ -20,10 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any
+from typing import Any, NoReturn, TypeVar
+
+from kontinue import telemetry
 
 log = logging.getLogger("kontinue.supervision")
+S = TypeVar("S")
 
 
 class Supervisor:
@@ -93,18 +97,28 @@ class Supervisor:
         await self.close()
 
 
-def main(body: Callable[[asyncio.Event], Awaitable[int]]) -> int:
-    """Run ``body(stop)`` in a new event loop; SIGTERM and SIGINT set ``stop``.
+def main(
+    program: str,
+    load: Callable[[], S],
+    body: Callable[[S, asyncio.Event], Awaitable[int]],
+) -> NoReturn:
+    """The process of a deployable: logging, settings, then ``body(settings, stop)`` in a new
+    event loop until it returns the exit status; SIGTERM and SIGINT set ``stop``.
 
-    Returns the exit status ``body`` returned; a ``SystemExit`` it raises passes through
-    unchanged (a configuration error names its cause in one line).
+    Settings that do not load (``ValueError``) end it at once with one line naming the cause, as
+    does a ``SystemExit`` ``body`` raises.
     """
+    telemetry.setup_logging()
+    try:
+        config = load()
+    except ValueError as exc:
+        sys.exit(f"{program}: {exc}")
 
     async def run() -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        return await body(stop)
+        return await body(config, stop)
 
-    return asyncio.run(run())
+    sys.exit(asyncio.run(run()))

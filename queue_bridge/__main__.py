@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from kontinue import supervision, telemetry, usage
+from kontinue import supervision, usage
 from kontinue.kube import client
 from queue_bridge import app, settings
 
@@ -21,13 +21,8 @@ def main() -> None:
         "into Checkpoints and plans restores, until SIGTERM.",
         settings_doc="docs/bridge.md",
     )
-    telemetry.setup_logging()
-    try:
-        config = settings.Settings.from_env()
-    except ValueError as exc:
-        sys.exit(f"kontinue-bridge: {exc}")
 
-    async def run(stop: asyncio.Event) -> int:
+    async def run(config: settings.Settings, stop: asyncio.Event) -> int:
         try:
             api_client = await client.make_api_client()
         except (client.ConfigException, OSError) as exc:
@@ -39,7 +34,7 @@ def main() -> None:
         finally:
             await api_client.close()
 
-    sys.exit(supervision.main(run))
+    supervision.main("kontinue-bridge", settings.Settings.from_env, run)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import gc
 import logging
 import pathlib
 import socket
-import sys
 
 from kontinue import supervision, telemetry, usage
 from kontinue.kube import api as kube_api
@@ -112,16 +111,11 @@ def main() -> None:
         "SIGTERM.",
         settings_doc="docs/webhook.md",
     )
-    telemetry.setup_logging()
-    try:
-        config = settings.Settings.from_env()
-    except ValueError as exc:
-        sys.exit(f"kontinue-webhook: {exc}")
 
-    async def run(stop: asyncio.Event) -> int:
+    async def run(config: settings.Settings, stop: asyncio.Event) -> int:
         return await serve(config, stop=stop)
 
-    sys.exit(supervision.main(run))
+    supervision.main("kontinue-webhook", settings.Settings.from_env, run)
 
 
 if __name__ == "__main__":

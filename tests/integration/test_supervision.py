@@ -13,10 +13,10 @@ from tests import fixtures
 PROGRAM = textwrap.dedent(
     """
     import asyncio, sys
-    from kontinue import supervision, telemetry
+    from kontinue import supervision
 
-    async def watch() -> None:
-        await asyncio.sleep(float(sys.argv[1]))
+    async def watch(after: float) -> None:
+        await asyncio.sleep(after)
         raise RuntimeError("the watch broke")
 
     async def sibling() -> None:
@@ -25,15 +25,14 @@ PROGRAM = textwrap.dedent(
         finally:
             print("sibling cancelled", flush=True)
 
-    async def body(stop: asyncio.Event) -> int:
+    async def body(config: float, stop: asyncio.Event) -> int:
         async with supervision.Supervisor() as supervisor:
-            supervisor.spawn(watch(), name="watch:pods")
+            supervisor.spawn(watch(config), name="watch:pods")
             supervisor.spawn(sibling(), name="certificates")
             print("running", flush=True)
             return 1 if await supervisor.wait(stop) is not None else 0
 
-    telemetry.setup_logging()
-    sys.exit(supervision.main(body))
+    supervision.main("test-program", lambda: float(sys.argv[1]), body)
     """
 )
 
