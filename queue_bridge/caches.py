@@ -9,13 +9,10 @@ take.
 from __future__ import annotations
 
 import collections
-import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
 
 from opentelemetry import metrics
 
-from kontinue import keys, lineage, supervision
+from kontinue import keys, lineage
 from kontinue.kube import api as kube_api
 from kontinue.kube import cacheset, resources, watching
 from kontinue.models import checkpoint as checkpoint_model
@@ -24,7 +21,7 @@ from kontinue.models import policy as policy_model
 from queue_bridge import settings as settings_module
 
 
-class Caches:
+class Caches(cacheset.Backed):
     """The bridge's view of the cluster: one watch cache per resource it reads, plus indexes."""
 
     def __init__(
@@ -36,8 +33,8 @@ class Caches:
         meter: metrics.Meter | None = None,
         options: cacheset.CacheOptions | None = None,
     ) -> None:
-        self._set = cacheset.CacheSet(kube, options=options, meter=meter)
-        cache = self._set.add
+        self.cache_set = cacheset.CacheSet(kube, options=options, meter=meter)
+        cache = self.cache_set.add
         self.workloads = cache(resources.WORKLOADS, kueue.Workload)
         self.cluster_queues = cache(resources.CLUSTER_QUEUES, kueue.ClusterQueue)
         self.local_queues = cache(resources.LOCAL_QUEUES, kueue.LocalQueue)
@@ -74,25 +71,6 @@ class Caches:
         self.pods.subscribe(self._index_pod)
         self.checkpoints.subscribe(self._index_checkpoint)
         self.workloads.subscribe(self._index_workload)
-
-    @property
-    def all(self) -> list[watching.WatchCache[Any]]:
-        return self._set.all
-
-    @property
-    def synced(self) -> bool:
-        return self._set.synced
-
-    async def wait_synced(self) -> None:
-        await self._set.wait_synced()
-
-    @contextlib.asynccontextmanager
-    async def running(
-        self, supervisor: supervision.Supervisor | None = None
-    ) -> AsyncIterator[Caches]:
-        """Run every cache for the duration of the block (:meth:`CacheSet.running`)."""
-        async with self._set.running(supervisor):
-            yield self
 
     # -- indexes -------------------------------------------------------------------------------
 

@@ -19,13 +19,11 @@ not ready, so the Service sends it nothing it would answer from a half-filled ca
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from opentelemetry import metrics
 
-from kontinue import keys, supervision
+from kontinue import keys
 from kontinue.kube import api as kube_api
 from kontinue.kube import cacheset, resources, watching
 from kontinue.models import checkpoint as checkpoint_model
@@ -41,7 +39,7 @@ def _lineage_key(lineage: checkpoint_model.Lineage) -> LineageKey:
     return (lineage.namespace, lineage.owner_uid)
 
 
-class Caches:
+class Caches(cacheset.Backed):
     """Live :class:`~webhook.state.State`. Start with :meth:`running`; check :attr:`synced`."""
 
     def __init__(
@@ -52,8 +50,8 @@ class Caches:
         meter: metrics.Meter | None = None,
         options: cacheset.CacheOptions | None = None,
     ) -> None:
-        self._set = cacheset.CacheSet(api, options=options, meter=meter)
-        cache = self._set.add
+        self.cache_set = cacheset.CacheSet(api, options=options, meter=meter)
+        cache = self.cache_set.add
         self.policies = cache(resources.CHECKPOINT_POLICIES, policy_model.CheckpointPolicy)
         self.checkpoints = cache(resources.CHECKPOINTS, checkpoint_model.Checkpoint)
         self.gpu_nodes = cache(resources.NODES, core.Node, label_selector=keys.GPU_PRODUCT_LABEL)
@@ -73,14 +71,6 @@ class Caches:
         self._by_lineage: dict[LineageKey, dict[tuple[str, str], checkpoint_model.Checkpoint]] = {}
         self.checkpoints.subscribe(self._index)
 
-    @property
-    def all(self) -> list[watching.WatchCache[Any]]:
-        return self._set.all
-
-    @property
-    def synced(self) -> bool:
-        return self._set.synced
-
     def _index(self, event: watching.Event[checkpoint_model.Checkpoint]) -> None:
         if event.old is not None and event.old.spec.lineage != event.obj.spec.lineage:
             self._by_lineage.get(_lineage_key(event.old.spec.lineage), {}).pop(
@@ -92,17 +82,6 @@ class Caches:
             bucket.pop(key, None)
         else:
             bucket[key] = event.obj
-
-    @contextlib.asynccontextmanager
-    async def running(
-        self, supervisor: supervision.Supervisor | None = None
-    ) -> AsyncIterator[Caches]:
-        """Run every cache for the duration of the block (:meth:`CacheSet.running`)."""
-        async with self._set.running(supervisor):
-            yield self
-
-    async def wait_synced(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        await self._set.wait_synced(timeout)
 
     # -- State ---------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import random
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import pydantic
 from opentelemetry import metrics
@@ -115,3 +115,33 @@ class CacheSet:
 
 def _spawn(coro: Any, *, name: str) -> asyncio.Task[None]:
     return asyncio.create_task(coro, name=name)
+
+
+class Backed:
+    """Base of a deployable's caches object: everything about its :class:`CacheSet` as a whole.
+
+    A subclass makes ``self.cache_set`` and its caches and indexes; this answers ``all``,
+    ``synced``, ``wait_synced`` and ``running`` (yielding the subclass itself) for both
+    deployables the same way.
+    """
+
+    cache_set: CacheSet
+
+    @property
+    def all(self) -> list[watching.WatchCache[Any]]:
+        return self.cache_set.all
+
+    @property
+    def synced(self) -> bool:
+        return self.cache_set.synced
+
+    async def wait_synced(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        await self.cache_set.wait_synced(timeout)
+
+    @contextlib.asynccontextmanager
+    async def running(
+        self, supervisor: supervision.Supervisor | None = None
+    ) -> AsyncIterator[Self]:
+        """Run every cache for the duration of the block (:meth:`CacheSet.running`)."""
+        async with self.cache_set.running(supervisor):
+            yield self
