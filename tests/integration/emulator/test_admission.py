@@ -43,6 +43,7 @@ class Webhook:
         self.answer: Answer = lambda review: {}
         self.runner: web.AppRunner | None = None
         self.port = 0
+        self._handling: set[asyncio.Task[Any]] = set()
 
     @property
     def url(self) -> str:
@@ -53,6 +54,15 @@ class Webhook:
         return base64.b64encode(self.ca.cert_pem).decode()
 
     async def handle(self, request: web.Request) -> web.Response:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handling.add(task)
+        try:
+            return await self._answer(request)
+        finally:
+            self._handling.discard(task)
+
+    async def _answer(self, request: web.Request) -> web.Response:
         review = await request.json()
         self.reviews.append(review)
         self.paths.append(request.path_qs)
@@ -76,6 +86,9 @@ class Webhook:
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
 
     async def stop(self) -> None:
+        """Stop serving; an answer still pending (a deliberately slow one) is cancelled."""
+        for task in list(self._handling):
+            task.cancel()
         if self.runner is not None:
             await self.runner.cleanup()
 
