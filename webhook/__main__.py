@@ -21,6 +21,7 @@ import gc
 import logging
 import pathlib
 import socket
+import sys
 
 from kontinue import supervision, telemetry, usage
 from kontinue.kube import api as kube_api
