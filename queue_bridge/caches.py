@@ -51,7 +51,7 @@ class Caches(cacheset.Backed):
         if not self.kueue:
             for absent in (self.workloads, self.cluster_queues, self.local_queues):
                 absent.serve_empty()
-                self._set.all.remove(absent)
+                self.cache_set.all.remove(absent)
         if admission_check and self.kueue:
             self.admission_checks = cache(resources.ADMISSION_CHECKS, kueue.AdmissionCheck)
             self.flavors = cache(resources.RESOURCE_FLAVORS, kueue.ResourceFlavor)
