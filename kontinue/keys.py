@@ -54,6 +54,8 @@ HOSTNAME_LABEL: Final = "kubernetes.io/hostname"  # k8s.io/api/core/v1 well_know
 # --- labels on our own Checkpoint objects, for selectors --------------------------------------
 CHECKPOINT_LINEAGE_LABEL: Final = "kontinue.dev/lineage-hash"
 CHECKPOINT_OWNER_UID_LABEL: Final = "kontinue.dev/owner-uid"
+TRACEPARENT_ANNOTATION: Final = "kontinue.dev/traceparent"
+"""W3C traceparent of the eviction that made the Checkpoint (kontinue/tracing.py)."""
 
 # --- the workload contract (environment the webhook gives each opted-in container) -----------
 ENV_CHECKPOINT_DIR: Final = "KONTINUE_CHECKPOINT_DIR"
@@ -77,6 +79,7 @@ EVENT_CHECKPOINT_SUCCEEDED: Final = "CheckpointSucceeded"
 EVENT_CHECKPOINT_FAILED: Final = "CheckpointFailed"
 EVENT_RESTORED: Final = "Restored"
 EVENT_COLD_START: Final = "ColdStart"
+EVENT_NOT_PLUMBED: Final = "NotPlumbed"
 EVENT_UNSAFE_JOB: Final = "PreemptionCountsAgainstBackoff"
 
 # --- Kueue (kubernetes-sigs/kueue pkg/controller/constants/constants.go, apis/kueue/v1beta2) --

@@ -83,6 +83,21 @@ def about(kind: str, namespace: str, name: str) -> Iterator[None]:
         _OBJECT.reset(token)
 
 
+@contextlib.contextmanager
+def scope() -> Iterator[None]:
+    """A block after which the object named inside it (:func:`name`) is forgotten."""
+    token = _OBJECT.set(_OBJECT.get())
+    try:
+        yield
+    finally:
+        _OBJECT.reset(token)
+
+
+def name(kind: str, namespace: str, name: str) -> None:
+    """Name the object being handled for the rest of the enclosing :func:`scope`."""
+    _OBJECT.set((kind, namespace, name))
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per record: time (UTC, RFC 3339), level, logger, message, the object
     being handled, ``trace_id``/``span_id`` of the current span, and the traceback if any."""

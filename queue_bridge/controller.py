@@ -26,8 +26,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
 
+from kontinue import telemetry
 from kontinue.kube import api as kube_api
 from kontinue.kube import cacheset
 from queue_bridge import admission_check, instruments, kinds, queueing, recording, routing
@@ -61,6 +62,7 @@ class Controller:
         *,
         config: settings_module.Settings,
         meter: metrics.Meter | None = None,
+        tracer: trace.Tracer | None = None,
         clock: context.Clock | None = None,
         cache_options: cacheset.CacheOptions | None = None,  # tests: shorter backoff
     ) -> None:
@@ -79,7 +81,9 @@ class Controller:
         )
         self.queue: queueing.WorkQueue[Key] = queueing.WorkQueue(max_keys=config.max_queued_keys)
         self.router = routing.Router(self.caches, self.queue)
-        self.metrics = instruments.Metrics(meter, self.caches, self.queue, lambda: self.leading)
+        self.metrics = instruments.Metrics(
+            meter, self.caches, self.queue, lambda: self.leading, tracer=tracer
+        )
         self.context = context.Context(
             kube=kube,
             applier=kube_api.Api(kube.api_client, field_manager=admission_check.FIELD_MANAGER),
@@ -110,7 +114,8 @@ class Controller:
         kind, namespace, name = key
         started = time.monotonic()
         try:
-            await HANDLERS[kind](self.context, namespace, name)
+            with telemetry.about(kind, namespace, name):  # JSON log lines name the object
+                await HANDLERS[kind](self.context, namespace, name)
         except Exception as exc:
             self.metrics.reconcile_failed(kind, exc)
             raise

@@ -16,12 +16,13 @@ read as a burst of restores to ``increase()``).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime
 from collections.abc import Callable, Iterable
 
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
 
-from kontinue import keys, restore, telemetry
+from kontinue import keys, restore, telemetry, tracing
 from kontinue.models import checkpoint, core
 from queue_bridge import caches as caches_module
 from queue_bridge import kinds, queueing
@@ -71,17 +72,27 @@ def cold_start_code(reason: str) -> str:
     return telemetry.BoundedLabel.OTHER
 
 
-def restore_outcome(pod: core.Pod) -> tuple[str, str, datetime.datetime | None] | None:
-    """Pure: ``(result, reason, when)`` of the pod's restore, or ``None`` while undecided.
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """How an opted-in pod started; ``started``/``when`` bound its restore init container's
+    run (a cold start: ``when`` is the pod's creation)."""
 
-    ``cold_start`` when the webhook annotated why it started cold (``when`` its creation);
-    ``restored`` when the restore init container exited 0, ``failed`` when it exited with a
-    restore failure (``when`` the container's ``finishedAt``).
+    result: str
+    reason: str
+    when: datetime.datetime | None
+    started: datetime.datetime | None = None
+
+
+def restore_outcome(pod: core.Pod) -> Outcome | None:
+    """Pure: the pod's restore outcome, or ``None`` while undecided.
+
+    ``cold_start`` when the webhook annotated why it started cold; ``restored`` when the
+    restore init container exited 0, ``failed`` when it exited with a restore failure.
     """
     meta = pod.metadata
     reason = meta.annotation(keys.COLD_START_REASON_ANNOTATION)
     if reason:
-        return COLD_START, cold_start_code(reason), meta.creation_timestamp
+        return Outcome(COLD_START, cold_start_code(reason), meta.creation_timestamp)
     if not meta.annotation(keys.RESTORE_FROM_ANNOTATION):
         return None
     for status in (pod.status.init_container_statuses if pod.status else None) or []:
@@ -92,9 +103,9 @@ def restore_outcome(pod: core.Pod) -> tuple[str, str, datetime.datetime | None] 
             if done is None:
                 continue
             if done.exit_code == 0:
-                return RESTORED, "Restored", done.finished_at
+                return Outcome(RESTORED, "Restored", done.finished_at, done.started_at)
             if restore.failed(done.exit_code, pod_deleting=meta.deletion_timestamp is not None):
-                return FAILED, f"Exit{done.exit_code}", done.finished_at
+                return Outcome(FAILED, f"Exit{done.exit_code}", done.finished_at, done.started_at)
     return None
 
 
@@ -143,8 +154,12 @@ class Metrics:
         leading: Callable[[], bool],
         *,
         clock: Callable[[], datetime.datetime] | None = None,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self._clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
+        self.tracer = tracer or trace.NoOpTracer()
+        """Spans of one eviction's trace (kontinue/tracing.py): the creation's in
+        queue_bridge/handlers/creating.py, the saves' and restores' here."""
         self.started = self._clock().replace(microsecond=0)
         """Outcomes before this (second resolution, as the kubelet's times) are not counted."""
         self._counted: collections.OrderedDict[str, None] = collections.OrderedDict()
@@ -289,6 +304,68 @@ class Metrics:
         if ends:
             seconds = (max(ends) - _aware(cp.spec.trigger.time)).total_seconds()
             self.handover.record(max(0.0, seconds), {"stage": "victims_exited"})
+        self._save_spans(cp, by_name, status, max(ends) if ends else None)
+
+    def _save_spans(
+        self,
+        cp: checkpoint.Checkpoint,
+        pods: dict[str, core.Pod],
+        status: checkpoint.CheckpointStatus,
+        end: datetime.datetime | None,
+    ) -> None:
+        cause = tracing.parent(cp.metadata.annotation(keys.TRACEPARENT_ANNOTATION))
+        failed = status.phase is checkpoint.Phase.FAILED
+        saved = tracing.record(
+            self.tracer,
+            tracing.CHECKPOINT_SAVE,
+            cause=cause,
+            start=cp.metadata.creation_timestamp,
+            end=end,
+            attributes={
+                "kontinue.checkpoint": cp.name,
+                "kontinue.checkpoint.members": len(cp.spec.members),
+                "kontinue.checkpoint.phase": status.phase.value,
+                "k8s.namespace.name": cp.metadata.namespace or "",
+            },
+            error=status.message if failed else None,
+        )
+        inside = trace.set_span_in_context(saved)
+        for result in status.members:
+            attributes: dict[str, str | int] = {
+                "kontinue.checkpoint": cp.name,
+                "k8s.pod.name": result.pod_name,
+                "kontinue.member.state": result.state.value,
+            }
+            if result.bytes is not None:
+                attributes["kontinue.member.bytes"] = result.bytes
+            if result.exit_code is not None:
+                attributes["kontinue.member.exit_code"] = result.exit_code
+            tracing.record(
+                self.tracer,
+                tracing.MEMBER_SAVE,
+                cause=inside,
+                start=_told_at(pods.get(result.pod_name)) or _time(result.started_at),
+                end=_time(result.finished_at),
+                attributes=attributes,
+                error=result.reason if result.state is checkpoint.MemberState.FAILED else None,
+            )
+
+    def _restore_span(self, pod: core.Pod, source: checkpoint.Checkpoint, outcome: Outcome) -> None:
+        tracing.record(
+            self.tracer,
+            tracing.RESTORE,
+            cause=tracing.parent(source.metadata.annotation(keys.TRACEPARENT_ANNOTATION)),
+            start=_time(outcome.started),
+            end=_time(outcome.when),
+            attributes={
+                "kontinue.checkpoint": source.name,
+                "kontinue.checkpoint.members": len(source.spec.members),
+                "k8s.pod.name": pod.name,
+                "k8s.namespace.name": pod.namespace,
+                "kontinue.restore.result": outcome.result,
+            },
+            error=outcome.reason if outcome.result == FAILED else None,
+        )
 
     def pod_seen(
         self, pod: core.Pod, restored_from: checkpoint.Checkpoint | None
@@ -300,12 +377,14 @@ class Metrics:
         if uid and uid not in self._counted:
             outcome = restore_outcome(pod)
             if outcome is not None:
-                result, reason, when = outcome
                 _remember(self._counted, uid)
-                if when is None or _aware(when) >= self.started:
+                if outcome.when is None or _aware(outcome.when) >= self.started:
                     queue = self._queues(queue_of(pod) or "none")
-                    self.restores.add(1, {"result": result, "reason": reason, "queue": queue})
-                    counted = (result, reason)
+                    labels = {"result": outcome.result, "reason": outcome.reason, "queue": queue}
+                    self.restores.add(1, labels)
+                    counted = (outcome.result, outcome.reason)
+                    if restored_from is not None and outcome.result != COLD_START:
+                        self._restore_span(pod, restored_from, outcome)
         if restored_from is not None and uid and uid not in self._running:
             since = running_since(pod)
             if since is not None:

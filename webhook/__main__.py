@@ -27,7 +27,7 @@ from kontinue import supervision, telemetry, usage
 from kontinue.kube import api as kube_api
 from kontinue.kube import cacheset, client
 from webhook import app as app_module
-from webhook import caches, rotation, settings, tls
+from webhook import caches, events, rotation, settings, tls
 
 logger = logging.getLogger("kontinue.webhook")
 
@@ -39,10 +39,13 @@ async def serve(
     api_client: client.ApiClient | None = None,  # None: in-cluster or kubeconfig
     sock: socket.socket | None = None,  # None: listen on config.host:config.port
     cache_options: cacheset.CacheOptions | None = None,  # tests: shorter backoff
+    tel: telemetry.Telemetry | None = None,  # None: set up here from the OTEL_* environment
 ) -> int:
     """Serve until ``stop`` is set (0: SIGTERM in production, directly in tests) or a root task
     ends (1)."""
-    tel = telemetry.setup("kontinue-webhook")
+    owned_telemetry = tel is None
+    if tel is None:
+        tel = telemetry.setup("kontinue-webhook")
     owned = api_client is None
     if api_client is None:
         api_client = await client.make_api_client()
@@ -51,6 +54,8 @@ async def serve(
         api, queue_systems=config.queue_systems, meter=tel.meter, options=cache_options
     )
     serving = tls.ServingCertificate()
+    sink = events.EventSink(api, instance=socket.gethostname())
+    telling = asyncio.create_task(sink.run(), name="events")
     readiness = app_module.Readiness(
         {"caches": lambda: cluster.synced, "certificate": lambda: serving.loaded}
     )
@@ -61,6 +66,8 @@ async def serve(
         meter=tel.meter,
         registry=tel.registry,
         expiry=lambda: serving.not_after,
+        tracer=tel.tracer,
+        events=sink,
     )
     runner = app_module.runner(application)
     await runner.setup()
@@ -99,9 +106,13 @@ async def serve(
                 await supervisor.close()
     finally:
         await runner.cleanup()
+        telling.cancel()
+        await asyncio.gather(telling, return_exceptions=True)
+        await sink.flush()
         if owned:
             await api_client.close()
-        tel.shutdown()
+        if owned_telemetry:
+            tel.shutdown()
 
 
 def main() -> None:

@@ -13,15 +13,15 @@ import dataclasses
 import logging
 import socket
 import ssl
-import time
 from collections.abc import Callable, Mapping
 
 import prometheus_client
 from aiohttp import web
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
 
 from kontinue import telemetry
-from webhook import admission, limits, review, settings, shape
+from webhook import admission, limits, observing, review, settings, shape
+from webhook import events as webhook_events
 from webhook import metrics as webhook_metrics
 from webhook import state as state_module
 
@@ -44,7 +44,6 @@ class Readiness:
 SETTINGS = web.AppKey("settings", settings.Settings)
 STATE: web.AppKey[state_module.State] = web.AppKey("state")
 READINESS = web.AppKey("readiness", Readiness)
-METRICS = web.AppKey("metrics", webhook_metrics.Metrics)
 GUARD = web.AppKey("guard", limits.Guard)
 
 YIELD_ABOVE = 64 * 1024
@@ -91,6 +90,7 @@ def answer(
     except review.MalformedReview as exc:
         return Answer(400, review.bounded(str(exc)).encode(), "text/plain")
     admission_request = parsed.request
+    observing.note(admission_request)  # metrics, span, Events: webhook/observing.py
     try:
         verdict = _misshapen(admission_request, path=path) or decide(
             admission_request, state=state, config=config
@@ -117,25 +117,15 @@ def answer(
             verdict.code,
             review.bounded(verdict.message),
         )
+    observing.note(verdict=verdict)
     return Answer(200, review.encode(admission_request.uid, verdict), verdict=verdict)
 
 
 async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Response:
-    """Read the body within the limits (:mod:`webhook.limits`), :func:`answer` it, record the
-    decision time. The body stays reserved until its answer is built."""
-    started = time.perf_counter()
+    """Read the body within the limits (:mod:`webhook.limits`) and :func:`answer` it (counted,
+    timed and traced by :mod:`webhook.observing`). The body stays reserved until its answer is
+    built."""
     app = request.app
-
-    def answered(verdict: review.Verdict | None, status: int = 200) -> None:
-        if METRICS in app:
-            app[METRICS].answered(
-                path,
-                allowed=verdict.allowed if verdict else None,
-                decided=verdict.decision if verdict else "",
-                status=status,
-                seconds=time.perf_counter() - started,
-            )
-
     try:
         async with app[GUARD].read_body(request) as body:
             if len(body) > YIELD_ABOVE:
@@ -145,9 +135,7 @@ async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Resp
             result = answer(body, decide, path=path, state=app[STATE], config=app[SETTINGS])
     except limits.Refused as refused:
         logger.info("refused path=%s status=%s: %s", path, refused.status, refused.text.strip())
-        answered(None, refused.status)
         return refused.response
-    answered(result.verdict, result.status)
     return web.Response(status=result.status, body=result.body, content_type=result.content_type)
 
 
@@ -199,18 +187,26 @@ def create_app(
     meter: metrics.Meter | None = None,
     registry: prometheus_client.CollectorRegistry | None = None,
     expiry: Callable[[], float | None] = lambda: None,
+    tracer: trace.Tracer | None = None,
+    events: webhook_events.EventSink | None = None,
 ) -> web.Application:
     """The webhook application; nothing starts until a runner serves it.
 
     ``meter``: count and time admissions (webhook/metrics.py; ``expiry`` reads the serving
-    certificate's notAfter); ``registry``: serve it as ``GET /metrics``."""
-    app = web.Application(client_max_size=config.limits.max_body)
+    certificate's notAfter); ``registry``: serve it as ``GET /metrics``; ``tracer``: a span per
+    admission; ``events``: NotPlumbed and ColdStart Events (webhook/observing.py)."""
+    app = web.Application(
+        client_max_size=config.limits.max_body, middlewares=[observing.middleware]
+    )
+    app[observing.OBSERVER] = observing.Observer(
+        metrics=webhook_metrics.Metrics(meter, expiry=expiry) if meter is not None else None,
+        tracer=tracer or trace.NoOpTracer(),
+        events=events,
+    )
     app[SETTINGS] = config
     app[GUARD] = limits.Guard(config.limits)
     app[STATE] = state
     app[READINESS] = readiness or Readiness()
-    if meter is not None:
-        app[METRICS] = webhook_metrics.Metrics(meter, expiry=expiry)
     app.router.add_post("/mutate", mutate)
     app.router.add_post("/validate", validate)
     app.router.add_get("/healthz", healthz)

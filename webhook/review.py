@@ -124,6 +124,8 @@ class Verdict:
     message: str = ""
     decision: str = dataclasses.field(default="", compare=False)
     why: str = dataclasses.field(default="", compare=False)
+    cause: str = dataclasses.field(default="", compare=False)
+    """For a restore: the traceparent of the eviction behind its Checkpoint (tracing.py)."""
 
 
 MAX_MESSAGE = 2048
@@ -151,8 +153,11 @@ def allow(
     *,
     decision: str = "",
     why: str = "",
+    cause: str = "",
 ) -> Verdict:
-    return Verdict(patch=tuple(patch), warnings=tuple(warnings), decision=decision, why=why)
+    return Verdict(
+        patch=tuple(patch), warnings=tuple(warnings), decision=decision, why=why, cause=cause
+    )
 
 
 def invalid(message: str) -> Verdict:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from kontinue import catalog, keys
+from opentelemetry import trace
+
+from kontinue import catalog, keys, tracing
 from kontinue.models import checkpoint
 from queue_bridge import acting, reconciling
 from queue_bridge.handlers import context
@@ -36,7 +38,33 @@ async def create(
         fingerprint=fingerprint,
         annotations=annotations,
     )
-    raw = await acting.create_checkpoint(ctx.kube, cp)
+    # One trace per eviction (kontinue/tracing.py): it starts at the eviction's own time and
+    # travels on the Checkpoint, so the saves and the restores join it.
+    tracer = ctx.metrics.tracer
+    attributes: dict[str, str | int] = {
+        "kontinue.checkpoint": cp.name,
+        "kontinue.checkpoint.members": len(members),
+        "kontinue.trigger.source": found.trigger.source.value,
+        "kontinue.trigger.reason": found.trigger.reason,
+        "k8s.namespace.name": cp.metadata.namespace or "",
+    }
+    eviction = tracer.start_span(
+        tracing.EVICTION, attributes=attributes, start_time=tracing.nanos(found.trigger.time)
+    )
+    cp.metadata.annotations = {
+        **(cp.metadata.annotations or {}),
+        keys.TRACEPARENT_ANNOTATION: tracing.traceparent(eviction),
+    }
+    try:
+        with tracer.start_as_current_span(
+            tracing.CHECKPOINT_CREATE,
+            context=trace.set_span_in_context(eviction),
+            attributes={"kontinue.checkpoint": cp.name},
+        ) as creating:
+            raw = await acting.create_checkpoint(ctx.kube, cp)
+            creating.set_attribute("kontinue.checkpoint.existed", raw is None)
+    finally:
+        eviction.end()
     if raw is None:
         return
     await ctx.visible(cp, raw)

@@ -25,7 +25,7 @@ import pytest
 
 from emulator import cluster, gpus, nodes
 from emulator.kueue import controller as kueue_controller
-from kontinue import keys
+from kontinue import keys, telemetry
 from kontinue.kube import api, cacheset, client, resources
 from kontinue.models import checkpoint
 from queue_bridge import app
@@ -94,10 +94,20 @@ def _trainer_job(
 
 
 class System:
-    def __init__(self, c: cluster.Cluster, bridges: dict[str, asyncio.Task[int]]) -> None:
+    def __init__(
+        self,
+        c: cluster.Cluster,
+        bridges: dict[str, asyncio.Task[int]],
+        *,
+        health_urls: list[str] | None = None,
+        webhook_url: str = "",
+    ) -> None:
         self.cluster = c
         self.bridges = bridges
         self.admin = c.client()
+        self.health_urls = health_urls or []
+        """``http://127.0.0.1:<port>`` of each bridge replica's health (and /metrics) server."""
+        self.webhook_url = webhook_url
 
     async def pods_of(self, job: str) -> list[Obj]:
         return await self.cluster.pods(NS, labels={keys.JOB_NAME_LABEL: job})
@@ -143,6 +153,8 @@ async def system(
     gpus_quota: int = 1,
     attempts: int | None = None,
     node_count: int = 2,
+    bridge_tel: telemetry.Telemetry | None = None,
+    webhook_tel: telemetry.Telemetry | None = None,
 ) -> AsyncIterator[System]:
     one_gpu = gpus.GpuProfile(count=1)
     specs = [nodes.NodeSpec(f"gpu-{chr(ord('a') + i)}", gpu=one_gpu) for i in range(node_count)]
@@ -185,6 +197,7 @@ async def system(
                 api_client=hook_client,
                 sock=hook_sock,
                 cache_options=cacheset.CacheOptions(backoff=FAST),
+                tel=webhook_tel,
             )
         )
         bridges = {
@@ -195,6 +208,7 @@ async def system(
                     api_client=bridge_client,
                     sock=health_sock,
                     cache_options=cacheset.CacheOptions(backoff=FAST),
+                    tel=bridge_tel,
                 )
             )
             for i, health_sock in enumerate(health_socks)
@@ -231,7 +245,12 @@ async def system(
                         return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
 
                     await eventually(plumbed, within=20, what="webhook caches synced")
-                yield System(c, bridges)
+                yield System(
+                    c,
+                    bridges,
+                    health_urls=[f"http://127.0.0.1:{h.getsockname()[1]}" for h in health_socks],
+                    webhook_url=f"https://127.0.0.1:{hook_sock.getsockname()[1]}",
+                )
         finally:
             stop.set()
             await asyncio.wait_for(

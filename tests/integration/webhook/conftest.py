@@ -67,7 +67,7 @@ async def running_webhook(
     *,
     config: settings.Settings | None = None,
     readiness: app_module.Readiness | None = None,
-    tel: telemetry.Telemetry | None = None,  # metrics and GET /metrics
+    tel: telemetry.Telemetry | None = None,  # metrics, GET /metrics and spans
 ) -> AsyncIterator[Server]:
     cert = tls.ServingCertificate()
     cert.load(bundle.serving.cert_pem, bundle.serving.key_pem)
@@ -77,6 +77,7 @@ async def running_webhook(
         readiness=readiness,
         meter=tel.meter if tel else None,
         registry=tel.registry if tel else None,
+        tracer=tel.tracer if tel else None,
         expiry=lambda: cert.not_after,
     )
     async with (

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import copy
 import datetime
+import io
+import json
+import logging
 from typing import Any
 
 from cryptography import x509
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from kontinue import keys, telemetry
+from kontinue import keys, telemetry, tracing
 from tests import promlint
 from tests.integration.webhook import conftest
 from tests.integration.webhook.test_https import _snapshot
@@ -74,3 +79,37 @@ async def test_admissions_are_counted_by_decision_and_scraped_over_https(
     expiry = promlint.value(text, "kontinue_webhook_certificate_expiry_timestamp_seconds")
     assert datetime.datetime.fromtimestamp(expiry, datetime.UTC) == served
     assert promlint.value(text, "process_cpu_seconds_total") > 0
+
+
+async def test_a_denial_logs_one_json_line_with_the_object_and_the_admission_trace(
+    bundle: certs.Bundle,
+) -> None:
+    spans = InMemorySpanExporter()
+    tel = telemetry.setup(
+        "kontinue-webhook", span_processors=[SimpleSpanProcessor(spans)], environ={}
+    )
+    forged = support.kueue_pod()
+    forged["metadata"].setdefault("annotations", {})[keys.RESTORE_FROM_ANNOTATION] = "cp-x"
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(telemetry.JsonFormatter())
+    log = logging.getLogger("webhook.app")
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        async with conftest.running_webhook(bundle, _snapshot(), tel=tel) as server:
+            assert await _post(server, "/validate", support.request_for(forged)) == 200
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    (line,) = [json.loads(raw) for raw in stream.getvalue().splitlines()]
+    assert line["message"].startswith("denied path=/validate")
+    assert line["kind"] == "Pod"
+    assert line["namespace"] == "default"
+    expected = forged["metadata"].get("name") or forged["metadata"]["generateName"]
+    assert line["name"] == expected
+    (admission,) = spans.get_finished_spans()
+    assert admission.name == tracing.ADMISSION
+    assert line["trace_id"] == f"{admission.context.trace_id:032x}"
+    assert (admission.attributes or {})["kontinue.admission.decision"] == "denied"

@@ -1,0 +1,157 @@
+"""What each admission request leaves behind besides its answer: a count and a latency
+(webhook/metrics.py), a span, and for an opted-in pod the webhook could not plumb or that starts
+cold, an Event on its owner (webhook/events.py).
+
+An aiohttp middleware around ``/mutate`` and ``/validate``: the handler (webhook/app.py) only
+notes the parsed request and the verdict (:func:`note`, into a slot the middleware put in the
+task's context); everything here reads them after the answer is made, so the rules stay pure
+and the answer path has two lines of telemetry in it.
+
+Spans: ``kontinue.admission`` per request (its own trace; the JSON log lines written while it
+runs carry its trace id). A restore decision also records ``kontinue.restore.decision`` *in the
+eviction's trace* (its parent is the Checkpoint's ``kontinue.dev/traceparent``), linked to the
+admission span, so one trace follows an eviction from the bridge into the webhook.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from opentelemetry import trace
+
+from kontinue import keys, telemetry, tracing
+from webhook import events, metrics, review
+
+PATHS = ("/mutate", "/validate")
+
+
+@dataclasses.dataclass
+class _Slot:
+    request: review.AdmissionRequest | None = None
+    verdict: review.Verdict | None = None
+
+
+_CURRENT: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
+    "kontinue_admission", default=None
+)
+
+
+def note(
+    request: review.AdmissionRequest | None = None, verdict: review.Verdict | None = None
+) -> None:
+    """Record what the request was and what was decided, for the middleware (no-op outside)."""
+    slot = _CURRENT.get()
+    if slot is None:
+        return
+    if request is not None:
+        slot.request = request
+        meta = (request.object or {}).get("metadata") or {}
+        pod_name = request.name or meta.get("name") or meta.get("generateName") or ""
+        telemetry.name(request.kind.kind, request.namespace or "", pod_name)
+    if verdict is not None:
+        slot.verdict = verdict
+
+
+@dataclasses.dataclass
+class Observer:
+    metrics: metrics.Metrics | None = None
+    tracer: trace.Tracer = dataclasses.field(default_factory=trace.NoOpTracer)
+    events: events.EventSink | None = None
+
+    def finished(
+        self,
+        path: str,
+        request: review.AdmissionRequest | None,
+        verdict: review.Verdict | None,
+        status: int,
+        seconds: float,
+        span: trace.Span,
+    ) -> None:
+        decided = verdict.decision if verdict else ""
+        allowed = verdict.allowed if verdict is not None and status < 400 else None
+        if self.metrics is not None:
+            self.metrics.answered(
+                path, allowed=allowed, decided=decided, status=status, seconds=seconds
+            )
+        label = metrics.decision_of(allowed=allowed, decided=decided)
+        span.set_attribute("kontinue.admission.decision", label)
+        span.set_attribute("http.response.status_code", status)
+        if request is None or verdict is None:
+            return
+        span.set_attribute("k8s.namespace.name", request.namespace or "")
+        span.set_attribute("kontinue.admission.kind", request.kind.kind)
+        if verdict.cause:
+            self._restore_decision(request, verdict, span)
+        if self.events is not None and decided in (metrics.NOT_PLUMBED, metrics.COLD_START):
+            owner = metrics.owner_of(request.object, request.namespace or "")
+            if owner is not None and decided == metrics.NOT_PLUMBED:
+                self.events.add(
+                    owner, reason=keys.EVENT_NOT_PLUMBED, message=verdict.why, type_="Warning"
+                )
+            elif owner is not None:
+                message = f"pods start without a checkpoint: {verdict.why}"
+                self.events.add(owner, reason=keys.EVENT_COLD_START, message=message)
+
+    def _restore_decision(
+        self, request: review.AdmissionRequest, verdict: review.Verdict, admission: trace.Span
+    ) -> None:
+        checkpoint = metrics.annotation_set(verdict.patch, keys.RESTORE_FROM_ANNOTATION) or ""
+        meta = (request.object or {}).get("metadata") or {}
+        tracing.record(
+            self.tracer,
+            tracing.RESTORE_DECISION,
+            cause=tracing.parent(verdict.cause),
+            start=None,
+            end=None,
+            attributes={
+                "kontinue.checkpoint": checkpoint,
+                "k8s.namespace.name": request.namespace or "",
+                "k8s.pod.name": meta.get("name") or meta.get("generateName") or "",
+            },
+            links=[trace.Link(admission.get_span_context())],
+        )
+
+
+OBSERVER = web.AppKey("observer", Observer)
+
+
+@web.middleware
+async def middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    observer = request.app.get(OBSERVER)
+    if observer is None or request.path not in PATHS:
+        return await handler(request)
+    started = time.perf_counter()
+    slot = _Slot()
+    token = _CURRENT.set(slot)
+    with (
+        telemetry.scope(),
+        observer.tracer.start_as_current_span(
+            tracing.ADMISSION,
+            kind=trace.SpanKind.SERVER,
+            attributes={"url.path": request.path},
+        ) as span,
+    ):
+        status = 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        finally:
+            _CURRENT.reset(token)
+            observer.finished(
+                request.path,
+                slot.request,
+                slot.verdict,
+                status,
+                time.perf_counter() - started,
+                span,
+            )
