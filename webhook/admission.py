@@ -115,10 +115,10 @@ def mutate_pod(
         )
     decided = metrics.pod_decision(patch)
     why = metrics.annotation_set(patch, keys.COLD_START_REASON_ANNOTATION) or ""
-    chosen = plan.wait_for or plan.source
+    source = plan.wait_for or plan.source
     cause = ""
-    if decided == metrics.RESTORE and chosen is not None:
-        cause = chosen.checkpoint.metadata.annotation(keys.TRACEPARENT_ANNOTATION) or ""
+    if decided == metrics.RESTORE and source is not None:
+        cause = source.checkpoint.metadata.annotation(keys.TRACEPARENT_ANNOTATION) or ""
     return review.allow(patch, warnings, decision=decided, why=why, cause=cause)
 
 

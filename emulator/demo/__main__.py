@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from emulator.demo import metrics, report, scenario, timeline, torch_workload
+from emulator.demo import metrics, report, scenario, scrape, timeline, torch_workload
 
 TORCH_DURATION = 150.0
 
@@ -133,6 +133,7 @@ async def _main(args: argparse.Namespace) -> int:
         )
     print()
     print(report.table(metrics.reports(runs), extra))
+    print(scrape.summary(runs[0]))
     chart = report.chart(runs, out / "occupancy.png")
     raw = out / "timeline.json"
     raw.write_text(json.dumps([dataclasses.asdict(run) for run in runs], indent=1))

@@ -45,6 +45,8 @@ class _Pod:
     exit_code: int | None = None
     message: str | None = None
     restored_from: str | None = None
+    restore_exit: int | None = None
+    cold_start: bool = False
     last: Obj = dataclasses.field(default_factory=dict)
 
 
@@ -115,6 +117,7 @@ class Recorder:
         record.restored_from = (meta.get("annotations") or {}).get(
             keys.RESTORE_FROM_ANNOTATION, record.restored_from
         )
+        record.cold_start = keys.COLD_START_REASON_ANNOTATION in (meta.get("annotations") or {})
         statuses = _statuses(pod)
         if record.started is None and any(
             "running" in (s.get("state") or {}) or "terminated" in (s.get("state") or {})
@@ -122,6 +125,9 @@ class Recorder:
         ):
             record.started = now
         for status in statuses:
+            done = (status.get("state") or {}).get("terminated")
+            if status.get("name") == keys.RESTORE_INIT_CONTAINER and done:
+                record.restore_exit = done.get("exitCode")
             if status.get("name") != CONTAINER:
                 continue
             state = status.get("state") or {}
@@ -200,6 +206,8 @@ class Recorder:
                     last_step=steps[-1] if steps else None,
                     saved_step=saved,
                     restored_from=record.restored_from,
+                    restore_exit=record.restore_exit,
+                    cold_start=record.cold_start,
                     restored_from_newest=(
                         None if record.restored_from is None else record.restored_from == newest
                     ),

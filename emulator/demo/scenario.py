@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator import gpus, nodes
-from emulator.demo import observe, stack, timeline, torch_workload, trace
+from emulator.demo import observe, scrape, stack, timeline, torch_workload, trace
 from kontinue import keys
 from kontinue.kube import resources
 
@@ -263,9 +263,16 @@ async def run(
                 progress(elapsed, _counts(recorder))
             await asyncio.sleep(0.25)
         checkpoints: list[Obj] = []
+        scraped: dict[str, int] = {}
         if with_kontinue:
             listed = await admin.list(resources.CHECKPOINTS, namespace=NAMESPACE)
             checkpoints = listed["items"]
+            scraped = await scrape.settled_restores(
+                system.bridge_url,
+                restored=lambda: sum(
+                    1 for p in recorder.pods.values() if p.restored_from and p.restore_exit == 0
+                ),
+            )
         await recorder.stop()
         pods = recorder.records(checkpoints=checkpoints)
     return timeline.Run(
@@ -275,6 +282,7 @@ async def run(
         steps_per_second=options.rate,
         pods=tuple(pods),
         workload=options.workload,
+        bridge_restores=scraped,
     )
 
 

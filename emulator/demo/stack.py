@@ -51,6 +51,8 @@ def _documents(path: Path) -> list[Obj]:
 class Stack:
     cluster: cluster.Cluster
     with_kontinue: bool
+    bridge_url: str = ""
+    """``http://127.0.0.1:<port>`` of the bridge's health server, which serves ``/metrics``."""
 
     @property
     def admin(self) -> Any:
@@ -161,7 +163,11 @@ async def running(
                         return True
 
                     await _eventually(policy_accepted, within=30, what="the Kontinue webhook")
-                yield Stack(c, with_kontinue=True)
+                yield Stack(
+                    c,
+                    with_kontinue=True,
+                    bridge_url=f"http://127.0.0.1:{health_sock.getsockname()[1]}",
+                )
         finally:
             stop.set()
             await asyncio.wait_for(asyncio.gather(hook, bridge, return_exceptions=True), 20)

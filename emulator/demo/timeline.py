@@ -35,6 +35,10 @@ class PodRecord:
     """The step its termination message says it saved, if it saved."""
     restored_from: str | None = None
     """The Checkpoint this incarnation restored from (the ``kontinue.dev/restore-from`` value)."""
+    restore_exit: int | None = None
+    """The restore init container's exit code, once it exited (0: restored)."""
+    cold_start: bool = False
+    """The webhook plumbed it to start without a checkpoint (``kontinue.dev/cold-start-reason``)."""
     restored_from_newest: bool | None = None
     newest_checkpoint: str | None = None
     """The newest Succeeded checkpoint of its job when it was created: what it should restore."""
@@ -60,3 +64,5 @@ class Run:
     steps_per_second: float
     pods: tuple[PodRecord, ...]
     workload: str = "counter"
+    bridge_restores: dict[str, int] = dataclasses.field(default_factory=dict)
+    """``kontinue_restores_total`` by result, scraped from the bridge at the end (with Kontinue)."""

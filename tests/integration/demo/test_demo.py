@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emulator.demo import metrics, scenario, timeline
+from emulator.demo import metrics, scenario, scrape, timeline
 
 OPTIONS = scenario.Options(seed=3, duration=30.0, burst_every=9.0, rate=5.0, grace_seconds=6)
 
@@ -39,4 +39,13 @@ async def test_a_short_demo_keeps_work_the_baseline_throws_away(tmp_path: Path) 
         assert pod.restored_from == pod.newest_checkpoint, pod
     assert ours.restores == ours.restores_from_newest == len(due)
     assert theirs.restores == 0
+
+    # issue 12: the bridge's own /metrics, scraped at the end, agree with the table
+    ran = [p for p in with_kontinue.pods if p.restored_from and p.restore_exit == 0]
+    assert with_kontinue.bridge_restores["restored"] == len(ran) > 0
+    assert with_kontinue.bridge_restores["failed"] == 0
+    cold = [p for p in with_kontinue.pods if p.cold_start]
+    assert with_kontinue.bridge_restores["cold_start"] == len(cold)
+    assert "agrees with the table" in scrape.summary(with_kontinue)
+    assert baseline.bridge_restores == {}
     assert all(p.restored_from is None for p in baseline.pods)
