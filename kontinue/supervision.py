@@ -105,11 +105,13 @@ def main(
     """The process of a deployable: logging, settings, then ``body(settings, stop)`` in a new
     event loop until it returns the exit status; SIGTERM and SIGINT set ``stop``.
 
-    Settings that do not load (``ValueError``) end it at once with one line naming the cause, as
+    Settings that do not load (``ValueError``; also a bad ``KONTINUE_LOG_FORMAT`` or ``OTEL_*``
+    exporter setting, kontinue/telemetry.py) end it at once with one line naming the cause, as
     does a ``SystemExit`` ``body`` raises.
     """
-    telemetry.setup_logging()
     try:
+        telemetry.setup_logging()  # KONTINUE_LOG_FORMAT / KONTINUE_LOG_LEVEL
+        telemetry.span_exporter_from_env()  # OTEL_*: a bad value ends the process here
         config = load()
     except ValueError as exc:
         sys.exit(f"{program}: {exc}")
