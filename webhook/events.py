@@ -23,7 +23,7 @@ from typing import Any, Literal
 from kontinue.kube import api, errors, resources
 from kontinue.models import base
 
-logger = logging.getLogger("webhook.events")
+logger = logging.getLogger("kontinue.webhook.events")
 
 COMPONENT = "kontinue-webhook"
 REPORTING_CONTROLLER = "kontinue.dev/webhook"

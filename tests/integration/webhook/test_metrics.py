@@ -93,7 +93,7 @@ async def test_a_denial_logs_one_json_line_with_the_object_and_the_admission_tra
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(telemetry.JsonFormatter())
-    log = logging.getLogger("webhook.app")
+    log = logging.getLogger("kontinue.webhook.app")
     level = log.level
     log.addHandler(handler)
     log.setLevel(logging.INFO)
