@@ -17,8 +17,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet 'torch==2.13.0' -e '.[test,demo,hf]'
 	touch $(STAMP)
 
-demo: $(STAMP) ## run the local demo on the emulated GPU cluster
-	$(BIN)/python -m emulator.demo
+demo: $(STAMP) ## run the local demo on the emulated GPU cluster (WORKLOAD=torch: real PyTorch scavengers)
+	$(BIN)/python -m emulator.demo $(if $(WORKLOAD),--workload $(WORKLOAD))
 
 lint: $(STAMP) ## ruff lint and format check, shellcheck of the shell scripts
 	$(BIN)/ruff check .
