@@ -79,6 +79,9 @@ def decide(
     )
 
 
+READY_POLL_SECONDS = 0.05
+
+
 class LeaderElector:
     def __init__(
         self,
@@ -161,10 +164,14 @@ class LeaderElector:
             if self.ready():
                 if await self._attempt():
                     break
-            elif not waiting_logged:
+                await asyncio.sleep(self.renew_seconds)
+                continue
+            if not waiting_logged:
                 logger.info("%s waits for its caches to sync before campaigning", self.identity)
                 waiting_logged = True
-            await asyncio.sleep(self.renew_seconds)
+            # Campaign as soon as the caches have synced (not a renew period later): a replica
+            # that starts next to work already waiting must not lose a second to its own start.
+            await asyncio.sleep(READY_POLL_SECONDS)
         logger.info("%s became leader of lease %s/%s", self.identity, self.namespace, self.name)
         self.leading.set()
         worker = asyncio.create_task(work(), name="leader-work")
