@@ -93,7 +93,7 @@ async def _running_all(s: System, job: str, count: int, *, exclude: set[str]) ->
         return len(found) == count
 
     try:
-        await eventually(progressing, within=90, what=f"{count} {job} pods 5 steps in")
+        await eventually(progressing, within=180, what=f"{count} {job} pods 5 steps in")
     except BaseException:
         for pod in await s.pods_of(job):
             print(
