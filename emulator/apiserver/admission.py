@@ -162,7 +162,10 @@ class Dispatcher:
                 # pkg/admission/plugin/webhook/mutating/dispatcher.go, callAttrMutatingHook:
                 # ``o.GetObjectDefaulter().Default(attr.VersionedObject)``): a container a
                 # webhook adds gets the same defaults as one the user wrote.
-                strategy.defaults(obj, attrs.kind)
+                # (the request's own kind only: a subresource such as ``pods/eviction``
+                # carries another kind, an Eviction, which has no pod defaults)
+                if not attrs.subresource:
+                    strategy.defaults(obj, attrs.kind)
         return obj
 
     async def validate(self, attrs: Attributes) -> None:
