@@ -43,6 +43,9 @@ USES: dict[tuple[str, str, str, str], str] = {
         )
         for verb in ("list", "watch")
     },
+    (WEBHOOK, "", "events", "create"): "webhook/events.py: kube.create(resources.EVENTS",
+    (WEBHOOK, "", "events", "get"): 'webhook/events.py: resources.EVENTS, meta["name"]',
+    (WEBHOOK, "", "events", "patch"): "webhook/events.py: await self.kube.merge_patch(",
     (WEBHOOK, "", "secrets", "get"): "webhook/certs.py: api.get(resources.SECRETS",
     (WEBHOOK, "", "secrets", "update"): "webhook/certs.py: api.replace(resources.SECRETS",
     **{
