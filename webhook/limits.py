@@ -31,6 +31,7 @@ connections as fast as it can — that is the NetworkPolicy's job (manifests/, d
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 import contextlib
 import dataclasses
 import logging
@@ -284,6 +285,26 @@ class Guard:
                 connection.finished()
 
 
+TLS_READ_BUFFER = 32 * 1024
+"""Per-connection TLS read buffer: two TLS records (at most 16 KiB each)."""
+
+
+def small_tls_buffers() -> None:
+    """Make asyncio's TLS layer allocate :data:`TLS_READ_BUFFER` per connection, not 256 KiB.
+
+    ``asyncio.sslproto.SSLProtocol`` (CPython 3.11-3.13) allocates ``bytearray(max_size)``,
+    ``max_size = 256 * 1024``, for every connection, zero-filled and so resident: 500 idle
+    connections held 125 MiB of it (benchmarks/bench_hostile.py). ``max_size`` only bounds one
+    read from the socket and one decrypted chunk, so a smaller value costs a few more loop turns
+    on a large body and nothing else. The attribute is process-wide (the webhook's client
+    connections to the apiserver get the smaller buffer too); it is set when a
+    :class:`GuardedSite` starts.
+    """
+    protocol: Any = getattr(asyncio.sslproto, "SSLProtocol", None)
+    if protocol is not None and getattr(protocol, "max_size", 0) > TLS_READ_BUFFER:
+        protocol.max_size = TLS_READ_BUFFER
+
+
 class GuardedSite(web.BaseSite):
     """A listening socket whose connections go through :class:`Guard` (TCP host/port or a
     bound socket), with a TLS handshake deadline; otherwise as ``web.TCPSite``/``SockSite``."""
@@ -317,6 +338,7 @@ class GuardedSite(web.BaseSite):
 
     async def start(self) -> None:
         await super().start()
+        small_tls_buffers()
         loop = asyncio.get_running_loop()
         server = self._runner.server
         assert server is not None

@@ -10,6 +10,7 @@ The limits are shrunk per test (``settings.Settings(limits=...)``) so each case 
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 import contextlib
 import dataclasses
 import json
@@ -246,3 +247,18 @@ def test_limits_are_settings() -> None:
             settings.Settings.from_env({"KONTINUE_WEBHOOK_MAX_CONNECTIONS": bad})
     with pytest.raises(ValueError, match="at most half"):
         settings.Settings.from_env({"KONTINUE_WEBHOOK_MAX_BODY_BYTES": str(64 * 1024 * KiB)})
+
+
+async def test_tls_read_buffers_are_small_and_large_bodies_still_arrive(
+    bundle: certs.Bundle,
+) -> None:
+    """asyncio gives every TLS connection a zero-filled 256 KiB read buffer; 500 idle
+    connections held 125 MiB of it. The served site shrinks it; a 1 MiB review still reads."""
+    async with _server(bundle) as server:
+        assert asyncio.sslproto.SSLProtocol.max_size == limits.TLS_READ_BUFFER
+        pod = support.kueue_pod()
+        pod["metadata"]["annotations"] = {f"k{i}": "v" * 100 for i in range(2000)}
+        body = json.dumps(support.request_for(pod, username="alice")).encode()
+        async with server.session.post(server.url + "/validate", data=body) as response:
+            assert response.status == 200
+            assert (await response.json())["response"]["allowed"] is True
