@@ -203,6 +203,7 @@ class Guard:
             "too_large": 0,
             "busy": 0,
             "undecodable": 0,
+            "lost": 0,
         }
 
     def protocol(self, inner: Any) -> _Connection:
@@ -274,6 +275,10 @@ class Guard:
                     self.refused["body_timeout"] += 1
                     seconds = self.limits.body_seconds
                     raise Refused(408, f"request body not received within {seconds:g}s\n") from None
+                except ConnectionError:
+                    # the client went away mid-body: nobody to answer, nothing to log loudly
+                    self.refused["lost"] += 1
+                    raise Refused(400, "connection lost while reading the body\n") from None
                 except (http_exceptions.HttpProcessingError, web.RequestPayloadError) as exc:
                     # aiohttp wraps a decoding failure of the body (corrupt deflate or gzip)
                     self.refused["undecodable"] += 1
