@@ -176,6 +176,9 @@ def _pod_spec(found: _Found, spec: dict[str, Any], path: str) -> None:
         for i, container in enumerate(containers):
             where = f"{path}.{field}[{i}]"
             _map(found, container, "securityContext", f"{where}.securityContext")
+            resources = _map(found, container, "resources", f"{where}.resources") or {}
+            for section in ("limits", "requests"):
+                _map(found, resources, section, f"{where}.resources.{section}")
             _fields(
                 found, _maps(found, container, "env", f"{where}.env"), f"{where}.env", ("name",)
             )
@@ -212,7 +215,8 @@ def problems(
     at most 256 KiB in all), finalizers a list of strings, ownerReferences a list of maps with
     apiVersion, kind, name and uid. Pods: ``spec`` present and a map, its containers (each
     named), env (each named), volume mounts and volumes lists of maps, a container's
-    securityContext a map. ``batch`` Jobs: ``spec``, ``spec.template`` and the template's
+    securityContext, resources and its limits and requests maps. ``batch`` Jobs: ``spec``,
+    ``spec.template`` and the template's
     ``metadata`` and ``spec`` maps, ``spec.podFailurePolicy`` a map whose rules (and their
     onPodConditions) are lists of maps. Checkpoints: spec and status members and conditions
     lists of at most :data:`MAX_MEMBERS` maps with their required names.

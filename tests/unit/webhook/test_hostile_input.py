@@ -206,6 +206,11 @@ def _malformed_pods() -> list[tuple[str, Obj]]:
         ("spec is a list", lambda p: p.__setitem__("spec", [])),
         ("a container is null", lambda p: p["spec"]["containers"].append(None)),
         ("env is a map", lambda p: p["spec"]["containers"][0].__setitem__("env", {})),
+        # found by make fuzz: the GPU count read limits raw ("float is not iterable")
+        (
+            "resource limits is a number",
+            lambda p: p["spec"]["containers"][0].__setitem__("resources", {"limits": 1.5}),
+        ),
     ]
     for name, edit in edits:
         pod = copy.deepcopy(base)
