@@ -242,7 +242,7 @@ def problems(
                 template = _required(found, spec, "template", f"{prefix}spec.template")
                 if template is not None:
                     _metadata(found, template, f"{prefix}spec.template.")
-                    inner = _map(found, template, "spec", f"{prefix}spec.template.spec")
+                    inner = _required(found, template, "spec", f"{prefix}spec.template.spec")
                     if inner is not None:
                         _pod_spec(found, inner, f"{prefix}spec.template.spec")
     return found.items

@@ -237,6 +237,17 @@ def test_a_malformed_pod_is_denied_400_by_validation_and_admitted_untouched_by_m
         assert any("not plumbed" in w for w in admitted["warnings"])
 
 
+def test_a_job_template_without_spec_gets_no_patch_that_cannot_apply() -> None:
+    """Found by make fuzz: a patch adding ``/spec/template/spec/initContainers``."""
+    job = support.recorded_object("01-")
+    job["metadata"]["labels"][keys.KUEUE_CLUSTER_QUEUE_LABEL] = "cq-gpu"
+    del job["spec"]["template"]["spec"]
+    body = support.request_for(job, group="batch", kind="Job", resource="jobs")
+    answer = _response(body, "/mutate")
+    assert answer["allowed"] is True
+    assert "patch" not in answer
+
+
 def test_a_job_without_spec_gets_no_patch_that_cannot_apply() -> None:
     """Before: /mutate answered a patch adding ``/spec/podReplacementPolicy`` to a Job with no
     ``spec``; the apiserver cannot apply it."""
