@@ -20,10 +20,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP) ## run the local demo on the emulated GPU cluster (WORKLOAD=torch: real PyTorch scavengers)
 	$(BIN)/python -m emulator.demo $(if $(WORKLOAD),--workload $(WORKLOAD))
 
-lint: $(STAMP) ## ruff lint and format check, shellcheck of the shell scripts
+lint: $(STAMP) ## ruff lint and format check, shellcheck of the shell scripts, import-linter contracts
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/shellcheck -x kind/*.sh tests/realcp/*.sh .ci/run
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP) ## mypy --strict
 	$(BIN)/mypy
