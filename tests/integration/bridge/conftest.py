@@ -111,6 +111,37 @@ class Bridge:
             await self.task
 
 
+def checkpoint_body(
+    job: Obj, name: str, *, time: str, members: list[checkpoint.Member], **spec: Any
+) -> checkpoint.Checkpoint:
+    """A Checkpoint of ``job``'s lineage in ``NS``, labelled as the bridge labels its own, for a
+    Kueue preemption at ``time``; ``spec`` adds further CheckpointSpec fields."""
+    owner = checkpoint.Lineage(
+        namespace=NS,
+        owner_kind="Job",
+        owner_name=job["metadata"]["name"],
+        owner_uid=job["metadata"]["uid"],
+    )
+    return checkpoint.Checkpoint(
+        metadata=base.ObjectMeta(
+            name=name,
+            namespace=NS,
+            labels={
+                keys.CHECKPOINT_LINEAGE_LABEL: owner.hash,
+                keys.CHECKPOINT_OWNER_UID_LABEL: owner.owner_uid,
+            },
+        ),
+        spec=checkpoint.CheckpointSpec(
+            lineage=owner,
+            trigger=checkpoint.Trigger(
+                source=checkpoint.TriggerSource.KUEUE, reason="Preempted", time=time
+            ),
+            members=members,
+            **spec,
+        ),
+    )
+
+
 class Cluster:
     def __init__(self, emulated: server.ApiServer) -> None:
         self.emulated = emulated
@@ -352,32 +383,13 @@ class Cluster:
         failed_restores: int = 0,
     ) -> Obj:
         """A terminal Checkpoint of ``job``'s lineage, as an earlier eviction left it."""
-        owner = checkpoint.Lineage(
-            namespace=NS,
-            owner_kind="Job",
-            owner_name=job["metadata"]["name"],
-            owner_uid=job["metadata"]["uid"],
-        )
-        body = checkpoint.Checkpoint(
-            metadata=base.ObjectMeta(
-                name=name,
-                namespace=NS,
-                labels={
-                    keys.CHECKPOINT_LINEAGE_LABEL: owner.hash,
-                    keys.CHECKPOINT_OWNER_UID_LABEL: owner.owner_uid,
-                },
-            ),
-            spec=checkpoint.CheckpointSpec(
-                lineage=owner,
-                trigger=checkpoint.Trigger(
-                    source=checkpoint.TriggerSource.KUEUE,
-                    reason="Preempted",
-                    time=f"2026-12-01T10:{minute:02}:00Z",
-                ),
-                members=[checkpoint.Member(pod_name=f"{name}-pod", pod_uid=f"uid-{name}")],
-                fingerprint=checkpoint.Fingerprint(gpu_product=gpu_product),
-                policy_name=policy,
-            ),
+        body = checkpoint_body(
+            job,
+            name,
+            time=f"2026-12-01T10:{minute:02}:00Z",
+            members=[checkpoint.Member(pod_name=f"{name}-pod", pod_uid=f"uid-{name}")],
+            fingerprint=checkpoint.Fingerprint(gpu_product=gpu_product),
+            policy_name=policy,
         )
         await self.admin.create(resources.CHECKPOINTS, base.to_dict(body))
         status = {

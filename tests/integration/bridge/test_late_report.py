@@ -14,10 +14,9 @@ import datetime
 
 import pytest
 
-from kontinue import keys
 from kontinue.kube import api, resources
 from kontinue.models import base, checkpoint
-from tests.integration.bridge.conftest import NS, Cluster, Obj, eventually
+from tests.integration.bridge.conftest import NS, Cluster, Obj, checkpoint_body, eventually
 
 
 def _stamp(moment: datetime.datetime) -> str:
@@ -25,32 +24,13 @@ def _stamp(moment: datetime.datetime) -> str:
 
 
 async def _failed_for_want_of_a_report(cluster: Cluster, job: Obj, pod: Obj, name: str) -> None:
-    owner = checkpoint.Lineage(
-        namespace=NS,
-        owner_kind="Job",
-        owner_name=job["metadata"]["name"],
-        owner_uid=job["metadata"]["uid"],
-    )
-    body = checkpoint.Checkpoint(
-        metadata=base.ObjectMeta(
-            name=name,
-            namespace=NS,
-            labels={
-                keys.CHECKPOINT_LINEAGE_LABEL: owner.hash,
-                keys.CHECKPOINT_OWNER_UID_LABEL: owner.owner_uid,
-            },
-        ),
-        spec=checkpoint.CheckpointSpec(
-            lineage=owner,
-            trigger=checkpoint.Trigger(
-                source=checkpoint.TriggerSource.KUEUE,
-                reason="Preempted",
-                time=_stamp(datetime.datetime.now(datetime.UTC)),
-            ),
-            members=[
-                checkpoint.Member(pod_name=pod["metadata"]["name"], pod_uid=pod["metadata"]["uid"])
-            ],
-        ),
+    body = checkpoint_body(
+        job,
+        name,
+        time=_stamp(datetime.datetime.now(datetime.UTC)),
+        members=[
+            checkpoint.Member(pod_name=pod["metadata"]["name"], pod_uid=pod["metadata"]["uid"])
+        ],
     )
     await cluster.admin.create(resources.CHECKPOINTS, base.to_dict(body))
     reason = "still Terminating 30s after its grace period ended: no final container status"
