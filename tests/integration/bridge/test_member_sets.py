@@ -240,7 +240,11 @@ async def test_preempt_one_then_evict_all_with_a_torn_member(
 
         third = await _running_all(s, "par", pods, exclude=seen)
         torn = [cp for cp in await s.checkpoints() if cp.name not in (whole.name, partial.name)]
-        assert [cp.status.phase for cp in torn] == [checkpoint.Phase.FAILED]
+        job = await s.admin.get(resources.JOBS, "par", namespace=NS)
+        assert [cp.status.phase for cp in torn] == [checkpoint.Phase.FAILED], (
+            [cp.status for cp in torn],
+            job.get("status"),
+        )
         expected = {who: (saved[who], in_whole[who]) for who in everyone[1:]}
         expected["index=0"] = (zero_step, partial.spec.members[0].pod_uid)
         assert _restores(s, third) == expected

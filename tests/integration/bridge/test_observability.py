@@ -169,7 +169,8 @@ async def test_one_preemption_is_counted_traced_and_told(tmp_path: Path) -> None
     assert restored.parent.span_id == eviction.context.span_id
     assert restored.start_time is not None
     assert eviction.start_time is not None
-    assert restored.start_time > eviction.start_time  # times are the cluster's, in order
+    # times are the cluster's (RFC 3339, whole seconds): in order, possibly within one second
+    assert restored.start_time >= eviction.start_time
     decision = in_trace[tracing.RESTORE_DECISION]
     admissions = [sp for sp in spans if sp.name == tracing.ADMISSION]
     assert [link.context.span_id for link in decision.links] == [
