@@ -182,6 +182,15 @@ def cluster_queue_decision(
     return _decide(QueueSystem.KUEUE, name, cq.metadata.labels, policy)
 
 
+def volcano_queue_decision(name: str, *, state: Queues) -> Decision:
+    """Opt-in through the Volcano Queue ``name`` (a vcjob's ``spec.queue``, ``default`` when
+    unset as Volcano's jobs/mutate webhook defaults it)."""
+    vq = state.volcano_queue(name)
+    if vq is None:
+        return _out(f"Volcano Queue {name} not in cache")
+    return _decide(QueueSystem.VOLCANO, name, vq.metadata.labels, state.policy)
+
+
 def opted_out(meta: Marks) -> bool:
     return meta.annotation(keys.CHECKPOINT_OPT_OUT_ANNOTATION) == "false"
 
@@ -203,8 +212,5 @@ def decide_queue(meta: Marks, *, namespace: str, state: Queues) -> Decision:
             cluster_queue, cluster_queue=state.cluster_queue, policy=state.policy
         )
     if volcano_queue := _volcano_queue(meta, namespace, state):
-        vq = state.volcano_queue(volcano_queue)
-        if vq is None:
-            return _out(f"Volcano Queue {volcano_queue} not in cache")
-        return _decide(QueueSystem.VOLCANO, volcano_queue, vq.metadata.labels, state.policy)
+        return volcano_queue_decision(volcano_queue, state=state)
     return _out("no Kueue or Volcano queue")

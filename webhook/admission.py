@@ -4,7 +4,8 @@ The HTTP layer (:mod:`webhook.app`) only parses and serialises; everything betwe
 in the rule modules, so the benchmark and the unit tests exercise exactly what is served.
 
 Mutating (``/mutate``): Pod CREATE -> :func:`mutate_pod`, ``batch/v1`` Job CREATE ->
-:func:`mutate_job`; anything else (and every dry run of anything else) is allowed untouched.
+:func:`mutate_job`, ``batch.volcano.sh`` Job CREATE -> :func:`mutate_vcjob`; anything else
+(and every dry run of anything else) is allowed untouched.
 A pod that does not opt in gets no patch at all. A pod whose object we cannot read is allowed
 untouched with a warning rather than denied: the mutating webhook must never be the reason an
 unrelated workload cannot start (its validation is the apiserver's job).
@@ -19,7 +20,16 @@ from typing import Any
 
 from kontinue import catalog, identity, keys, lineage, optin, restore_plan, workload
 from kontinue.models import base, core, errors
-from webhook import job_plumbing, metrics, placement, plumbing, review, settings, validation
+from webhook import (
+    job_plumbing,
+    metrics,
+    placement,
+    plumbing,
+    review,
+    settings,
+    validation,
+    vcjob_plumbing,
+)
 from webhook import state as state_module
 
 Obj = dict[str, Any]
@@ -150,6 +160,32 @@ def mutate_job(
     return review.allow(plan.patch, warnings, decision=decided)
 
 
+def mutate_vcjob(request: review.AdmissionRequest, *, state: state_module.State) -> review.Verdict:
+    """A Volcano Job in an opted-in Volcano Queue: preemption-safe lifecycle policies
+    (:mod:`webhook.vcjob_plumbing`)."""
+    obj, _ = _pod_object(request)
+    try:
+        meta = optin.Marks.of(obj)
+        spec = obj.get("spec") or {}
+        queue = spec.get("queue") or "default"
+        if not isinstance(queue, str):
+            raise ValueError("spec.queue is not a string")
+    except (ValueError, AttributeError) as exc:
+        return review.allow(
+            warnings=[f"kontinue: Volcano Job not plumbed: {exc}"],
+            decision=metrics.NOT_PLUMBED,
+            why=str(exc),
+        )
+    decision = optin.volcano_queue_decision(queue, state=state)
+    if not decision.opted_in:
+        return review.allow(warnings=decision.warnings, decision=metrics.NOT_OPTED_IN)
+    if optin.opted_out(meta):
+        plan = vcjob_plumbing.propagate_opt_out(obj)
+        return review.allow(plan.patch, [*decision.warnings], decision=metrics.NOT_OPTED_IN)
+    plan = vcjob_plumbing.plumb_vcjob(obj)
+    return review.allow(plan.patch, [*decision.warnings, *plan.warnings], decision=metrics.PLUMBED)
+
+
 def mutate(
     request: review.AdmissionRequest, *, state: state_module.State, config: settings.Settings
 ) -> review.Verdict:
@@ -160,6 +196,8 @@ def mutate(
         return mutate_pod(request, state=state, config=config)
     if kind.group == "batch" and kind.kind == "Job":
         return mutate_job(request, state=state, config=config)
+    if kind.group == keys.VOLCANO_BATCH_GROUP and kind.kind == "Job":
+        return mutate_vcjob(request, state=state)
     return review.allow()
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from kontinue import keys, lineage, optin
 from kontinue import restore as restore_program
+from tests import fixtures
 from tests.unit.webhook import support
 from webhook import admission, job_plumbing, plumbing, review, settings, state
 
@@ -824,3 +825,90 @@ def test_the_restore_container_takes_the_workload_containers_security_context() 
     out = support.apply_patch(pod, _mutate(pod, snap).patch)
     (init,) = out["spec"]["initContainers"]
     assert init["securityContext"] == {"runAsUser": 1000}
+
+
+# --- Volcano Jobs -------------------------------------------------------------------------
+
+VOLCANO = state.Snapshot.of(
+    volcano_queues=[
+        support.volcano_queue("research", **{keys.ENABLED_LABEL: "true"}),
+        support.volcano_queue("plain"),
+    ]
+)
+
+
+def _vcjob(queue: str | None = "research", **extra: Any) -> Obj:
+    """The example vcjob of tests/fixtures/upstream/volcano/examples (a gang of 3, GPUs), with
+    the #5885 shape of policies (``PodFailed -> TerminateJob``) next to its own."""
+    job = fixtures.load_one(fixtures.UPSTREAM / "volcano/examples/vcjob-gpu-ckpt-train.yaml")
+    job["metadata"]["namespace"] = "team"
+    if queue is None:
+        job["spec"].pop("queue")
+    else:
+        job["spec"]["queue"] = queue
+    job["spec"]["policies"].append({"event": "PodFailed", "action": "TerminateJob"})
+    job["spec"].update(extra)
+    return job
+
+
+def _mutate_vcjob(job: Obj, snap: state.Snapshot = VOLCANO) -> review.Verdict:
+    body = support.request_for(
+        job,
+        group="batch.volcano.sh",
+        version="v1alpha1",
+        kind="Job",
+        resource="jobs",
+        namespace="team",
+        username="admin",
+    )
+    return admission.mutate(support.parsed(body), state=snap, config=CONFIG)
+
+
+def test_vcjob_in_an_opted_in_queue_gets_preemption_safe_policies() -> None:
+    job = _vcjob()
+    verdict = _mutate_vcjob(job)
+    out = support.apply_patch(job, verdict.patch)
+    assert out["spec"]["policies"] == [
+        {"exitCode": 143, "action": "SyncJob"},
+        {"event": "PodFailed", "action": "TerminateJob"},
+    ]
+    assert out["spec"]["maxRetry"] == job["spec"]["maxRetry"]  # never touched
+    assert out["spec"]["tasks"] == job["spec"]["tasks"]
+    assert any("PodEvicted -> RestartJob" in w for w in verdict.warnings)
+    assert not _mutate_vcjob(out).patch  # plumbed already: nothing more to do
+
+
+def test_vcjob_task_policies_are_made_safe_too() -> None:
+    job = _vcjob()
+    del job["spec"]["policies"]
+    job["spec"]["tasks"][1]["policies"] = [
+        {"events": ["PodEvicted", "PodFailed"], "action": "RestartTask"}
+    ]
+    out = support.apply_patch(job, _mutate_vcjob(job).patch)
+    assert "policies" not in out["spec"]
+    assert out["spec"]["tasks"][1]["policies"] == [
+        {"exitCode": 143, "action": "SyncJob"},
+        {"events": ["PodFailed"], "action": "RestartTask"},
+    ]
+
+
+def test_vcjob_outside_an_opted_in_queue_is_untouched() -> None:
+    assert _mutate_vcjob(_vcjob("plain")) == review.allow()
+    assert _mutate_vcjob(_vcjob(None)) == review.allow()  # "default", not opted in here
+    assert not _mutate_vcjob(_vcjob(), state.Snapshot.of()).patch
+
+
+def test_opted_out_vcjob_keeps_its_policies_and_its_pods_carry_the_opt_out() -> None:
+    job = _vcjob()
+    job["metadata"]["annotations"] = {keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"}
+    out = support.apply_patch(job, _mutate_vcjob(job).patch)
+    assert out["spec"]["policies"] == job["spec"]["policies"]
+    for task in out["spec"]["tasks"]:
+        annotations = task["template"]["metadata"]["annotations"]
+        assert annotations[keys.CHECKPOINT_OPT_OUT_ANNOTATION] == "false"
+
+
+@pytest.mark.parametrize("spec", [None, [], {"tasks": "x", "policies": 3}, {"queue": 7}])
+def test_malformed_vcjob_is_admitted_untouched(spec: Any) -> None:
+    job = {"metadata": {"name": "x"}, "spec": spec}
+    assert not _mutate_vcjob(job).patch
