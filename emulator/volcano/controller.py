@@ -1,27 +1,42 @@
-"""The emulated vc-controller-manager's job controller (``pkg/controllers/job/``).
+"""The emulated vc-controller-manager's job controller (volcano-sh/volcano
+``pkg/controllers/job/``).
 
-Acts as ``system:serviceaccount:volcano-system:volcano-controllers``. Per vcjob, one pass:
+Acts as ``system:serviceaccount:volcano-system:volcano-controllers``. Copied:
 
-- ``initOnJobUpdate`` → ``createOrUpdatePodGroup``: the PodGroup ``<job>-<uid>`` exists;
-- ``syncJob``: while the PodGroup is past ``Pending`` (the scheduler's enqueue), every missing
-  ``<job>-<task>-<index>`` pod is created (same name again after a loss), and
-  ``status.state.phase`` follows (``Pending`` → ``Running``);
-- a pod object that disappears raises ``PodEvicted`` (``deletePod`` handler; not for pods the
-  controller itself marked ``volcano.sh/controller-out-of-sync``); ``applyPolicies`` picks the
-  action. ``RestartJob`` (``state/running.go`` → ``KillJob``): ``status.retryCount++``,
-  ``status.version++``, phase ``Restarting``, every remaining pod patched with the out-of-sync
-  annotation (JSONPatch, ``helpers.OutOfSyncJSONPatch``) and deleted with empty options, the
-  PodGroup deleted; once no pod is left the job goes back to ``Pending`` and the PodGroup and
-  pods are recreated (pods carry the new ``volcano.sh/job-version``); ``retryCount >=
-  maxRetry`` (default 3) ends the job ``Failed``. The default ``SyncJob`` only recreates the
-  missing pod.
-Not copied: Completed/Failed task accounting, other actions (Abort/Terminate/Complete/
-RestartTask), job plugins (svc/ssh), Commands, DAG.
+- **Events** (``job_controller_handler.go``): a pod whose phase turns ``Failed`` raises
+  ``PodFailed`` with the exit code of ``ContainerStatuses[0]`` (``updatePod``); a pod object
+  that disappears raises ``PodEvicted`` (``deletePod``). A pod the controller itself marked
+  ``volcano.sh/controller-out-of-sync`` raises neither (``OutOfSync``). Each request carries the
+  pod's ``volcano.sh/job-version``; a request older than ``status.version`` is a ``SyncJob``
+  (``applyPolicies``). A preempted pod that saves and exits 143 thus raises ``PodFailed`` first,
+  while it terminates, and ``PodEvicted`` once it is gone (upstream issue #5885).
+- **Policies**: :func:`emulator.volcano.jobs.action_for` (``applyPolicies``).
+- **Actions** (``state/*.go``, ``job_controller_actions.go``):
+  ``RestartJob`` (``KillJob``, ``PodRetainPhaseNone``; at the last retry, ``retryCount >=
+  maxRetry - 1``, Failed/Succeeded pods are kept): ``retryCount++``, ``version++``, phase
+  ``Restarting``, every pod patched with the out-of-sync annotation (JSONPatch,
+  ``helpers.OutOfSyncJSONPatch``) and deleted with empty options, the PodGroup deleted;
+  ``RestartTask``/``RestartPod`` (``KillTarget``): the same for the task's pods / the pod,
+  ``retryCount++``, the PodGroup kept, no ``version++``; ``restartingUpdateStatus``:
+  ``retryCount >= maxRetry`` (default 3) ends the job ``Failed``, else once ``total -
+  terminating >= minAvailable`` the job is ``Pending`` again (the PodGroup and the pods are
+  recreated, pods carrying the new ``volcano.sh/job-version``);
+  ``TerminateJob``/``AbortJob``/``CompleteJob`` (``KillJob``, ``PodRetainPhaseSoft``): phase
+  ``Terminating``/``Aborting``/``Completing``, every pod not Failed/Succeeded killed, then
+  ``Terminated``/``Aborted``/``Completed`` once none is pending, running or terminating;
+  ``SyncJob`` (``syncJob``): while the PodGroup is past ``Pending`` every missing
+  ``<job>-<task>-<index>`` pod is created (same name again after a loss); pods being deleted
+  count as terminating, never failed; when every pod has Succeeded or Failed the job is
+  ``Completed`` if ``succeeded >= minAvailable`` else ``Failed`` (``state/running.go``);
+  otherwise ``Running`` once ``minAvailable`` pods run.
+Not copied: ``minSuccess``, task ``minAvailable`` checks, ``RestartPartition``, policy
+``timeout``, job plugins (svc/ssh), Commands, DAG, ``TaskCompleted``/``TaskFailed`` events.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any
 
 from emulator.apiserver import server
@@ -33,6 +48,25 @@ USER = "system:serviceaccount:volcano-system:volcano-controllers"
 OUT_OF_SYNC = "volcano.sh/controller-out-of-sync"
 JSON_PATCH = "application/json-patch+json"
 MERGE = "application/merge-patch+json"
+FINISHED = ("Failed", "Completed", "Terminated", "Aborted")
+SOFT_KILLS = {
+    "TerminateJob": ("Terminating", "Terminated"),
+    "AbortJob": ("Aborting", "Aborted"),
+    "CompleteJob": ("Completing", "Completed"),
+}
+ENDING = dict(SOFT_KILLS.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """``apis.Request`` of one pod event."""
+
+    job_uid: str
+    task: str
+    pod: str
+    event: str
+    exit_code: int
+    version: int
 
 
 def _owner_uid(obj: Object) -> str | None:
@@ -46,10 +80,25 @@ def _owner_uid(obj: Object) -> str | None:
     return None
 
 
+def _phase(obj: Object) -> str:
+    return str((obj.get("status") or {}).get("phase") or "")
+
+
+def _exit_code(pod: Object) -> int:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    terminated = ((statuses[0].get("state") or {}).get("terminated") or {}) if statuses else {}
+    return int(terminated.get("exitCode") or 0)
+
+
+def _deleting(pod: Object) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
 class VolcanoJobController:
     def __init__(self, api: server.ApiServer) -> None:
         self.client = api.client(USER)
-        self._evicted: list[tuple[str, str]] = []  # (job uid, task) of pods that disappeared
+        self._requests: list[Request] = []
+        self._phases: dict[str, str] = {}  # pod uid -> last phase seen (the informer's oldPod)
         self.loop = loop.Loop(
             self.client,
             (resources.VOLCANO_JOBS, resources.PODS, resources.PODGROUPS),
@@ -65,15 +114,26 @@ class VolcanoJobController:
         await self.loop.stop()
 
     def _observe(self, kind: str, obj: Object) -> None:
-        if kind != "DELETED" or obj.get("kind") != "Pod":
+        if obj.get("kind") != "Pod":
             return
         uid = _owner_uid(obj)
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        if uid is None or annotations.get(OUT_OF_SYNC) == "true":
+        meta = obj.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        task = annotations.get("volcano.sh/task-spec")
+        if uid is None or task is None:
             return
-        self._evicted.append(
-            (uid, str((obj["metadata"].get("labels") or {}).get("volcano.sh/task-spec")))
-        )
+        pod_uid = str(meta.get("uid"))
+        old = self._phases.pop(pod_uid, None) if kind == "DELETED" else self._phases.get(pod_uid)
+        if kind != "DELETED":
+            self._phases[pod_uid] = _phase(obj)
+        if annotations.get(OUT_OF_SYNC) == "true":
+            return  # OutOfSync: the controller's own kill
+        version = int(annotations.get("volcano.sh/job-version") or 0)
+        name = str(meta.get("name"))
+        if kind == "DELETED":
+            self._requests.append(Request(uid, task, name, "PodEvicted", 0, version))
+        elif _phase(obj) == "Failed" and old != "Failed":
+            self._requests.append(Request(uid, task, name, "PodFailed", _exit_code(obj), version))
 
     async def _items(self, resource: resources.Resource) -> list[Object]:
         items: list[Object] = (await self.client.list(resource))["items"]
@@ -86,17 +146,53 @@ class VolcanoJobController:
             (g["metadata"]["namespace"], g["metadata"]["name"]): g
             for g in await self._items(resources.PODGROUPS)
         }
-        evicted, self._evicted = self._evicted, []
+        requests, self._requests = self._requests, []
         for job in vcjobs:
             mine = [p for p in pods if _owner_uid(p) == job["metadata"]["uid"]]
-            for uid, task in evicted:
-                if (
-                    uid == job["metadata"]["uid"]
-                    and jobs.action_for(job, task, "PodEvicted") == jobs.RESTART_JOB
-                ):
-                    job = await self._restart(job, mine, groups)
-                    break
+            for request in requests:
+                if request.job_uid != job["metadata"]["uid"]:
+                    continue
+                status = job.get("status") or {}
+                action = jobs.SYNC_JOB
+                if request.version >= int(status.get("version") or 0):
+                    action = jobs.action_for(job, request.task, request.event, request.exit_code)
+                job = await self._execute(job, action, request, mine, groups)
             await self._sync_job(job, mine, groups)
+
+    async def _execute(
+        self,
+        job: Object,
+        action: str,
+        request: Request,
+        pods: list[Object],
+        groups: dict[tuple[str, str], Object],
+    ) -> Object:
+        phase = ((job.get("status") or {}).get("state") or {}).get("phase") or "Pending"
+        if phase not in ("Pending", "Running") or action == jobs.SYNC_JOB:
+            return job  # finishing states kill on every sync anyway (state/*.go)
+        if action == jobs.RESTART_JOB:
+            return await self._restart(job, pods, groups)
+        if action in ("RestartTask", "RestartPod"):
+            targets = [
+                p
+                for p in pods
+                if (p["metadata"].get("annotations") or {}).get("volcano.sh/task-spec")
+                == request.task
+                and (action == "RestartTask" or p["metadata"]["name"] == request.pod)
+            ]
+            status = job.get("status") or {}
+            await self._kill(job, targets)
+            return await self._set_status(
+                job,
+                {
+                    "retryCount": int(status.get("retryCount") or 0) + 1,
+                    "state": {"phase": "Restarting"},
+                },
+            )
+        if action in SOFT_KILLS:
+            await self._kill(job, [p for p in pods if _phase(p) not in ("Failed", "Succeeded")])
+            return await self._set_status(job, {"state": {"phase": SOFT_KILLS[action][0]}})
+        return job
 
     async def _set_status(self, job: Object, status: Object) -> Object:
         updated: Object = await self.client.patch(
@@ -109,24 +205,11 @@ class VolcanoJobController:
         )
         return updated
 
-    async def _restart(
-        self, job: Object, pods: list[Object], groups: dict[tuple[str, str], Object]
-    ) -> Object:
-        status = job.get("status") or {}
-        retry = int(status.get("retryCount") or 0) + 1
-        max_retry = int((job.get("spec") or {}).get("maxRetry") or 3)
-        phase = "Failed" if retry >= max_retry else "Restarting"
-        job = await self._set_status(
-            job,
-            {
-                "retryCount": retry,
-                "version": int(status.get("version") or 0) + 1,
-                "state": {"phase": phase, "reason": "PodEvicted"},
-            },
-        )
+    async def _kill(self, job: Object, pods: list[Object]) -> None:
+        """``killPods``: the out-of-sync JSONPatch, then a DELETE with empty options."""
         ns = job["metadata"]["namespace"]
         for pod in pods:
-            if pod["metadata"].get("deletionTimestamp"):
+            if _deleting(pod):
                 continue
             try:
                 await self.client.patch(
@@ -145,6 +228,28 @@ class VolcanoJobController:
                 await self.client.delete(resources.PODS, pod["metadata"]["name"], namespace=ns)
             except errors.NotFound:
                 continue
+
+    async def _restart(
+        self,
+        job: Object,
+        pods: list[Object],
+        groups: dict[tuple[str, str], Object],
+    ) -> Object:
+        status = job.get("status") or {}
+        retry = int(status.get("retryCount") or 0)
+        max_retry = int((job.get("spec") or {}).get("maxRetry") or 3)
+        last = retry >= max_retry - 1  # the last retry keeps Failed/Succeeded pods
+        doomed = [p for p in pods if not (last and _phase(p) in ("Failed", "Succeeded"))]
+        await self._kill(job, doomed)
+        job = await self._set_status(
+            job,
+            {
+                "retryCount": retry + 1,
+                "version": int(status.get("version") or 0) + 1,
+                "state": {"phase": "Restarting"},
+            },
+        )
+        ns = job["metadata"]["namespace"]
         name = jobs.podgroup_name(job)
         if (ns, name) in groups:
             with contextlib.suppress(errors.NotFound):
@@ -156,12 +261,25 @@ class VolcanoJobController:
         self, job: Object, pods: list[Object], groups: dict[tuple[str, str], Object]
     ) -> None:
         ns = job["metadata"]["namespace"]
-        phase = ((job.get("status") or {}).get("state") or {}).get("phase") or ""
-        if phase in ("Failed", "Completed", "Terminated", "Aborted"):
+        status = job.get("status") or {}
+        phase = (status.get("state") or {}).get("phase") or ""
+        if phase in FINISHED:
             return
+        if phase in ENDING:
+            alive = [p for p in pods if _phase(p) not in ("Failed", "Succeeded")]
+            await self._kill(job, alive)
+            if not alive:
+                await self._set_status(job, {"state": {"phase": ENDING[phase]}})
+            return
+        total = sum(int(t.get("replicas") or 0) for t in (job.get("spec") or {}).get("tasks") or [])
         if phase == "Restarting":
-            if pods:
-                return  # KillJob still under way
+            max_retry = int((job.get("spec") or {}).get("maxRetry") or 3)
+            if int(status.get("retryCount") or 0) >= max_retry:
+                await self._set_status(job, {"state": {"phase": "Failed"}})
+                return
+            terminating = sum(1 for p in pods if _deleting(p))
+            if total - terminating < jobs.min_available(job):
+                return  # restartingUpdateStatus: still killing
             job = await self._set_status(job, {"state": {"phase": "Pending"}})
             phase = "Pending"
         group = groups.get((ns, jobs.podgroup_name(job)))
@@ -180,14 +298,17 @@ class VolcanoJobController:
                     # Conflict: the old pod of that name is still terminating
                     with contextlib.suppress(errors.Conflict):
                         await self.client.create(resources.PODS, jobs.pod_for(job, task, index))
-        running = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
-        wanted = "Running" if running >= jobs.min_available(job) else "Pending"
-        if phase != wanted or (job.get("status") or {}).get("running") != running:
+        live = [p for p in pods if not _deleting(p)]
+        running = sum(1 for p in live if _phase(p) == "Running")
+        succeeded = sum(1 for p in live if _phase(p) == "Succeeded")
+        failed = sum(1 for p in live if _phase(p) == "Failed")
+        if total and succeeded + failed == total:
+            wanted = "Completed" if succeeded >= jobs.min_available(job) else "Failed"
+        else:
+            wanted = "Running" if running >= jobs.min_available(job) else "Pending"
+        counts = {"running": running, "succeeded": succeeded, "failed": failed}
+        if phase != wanted or any(status.get(k) != v for k, v in counts.items()):
             await self._set_status(
                 job,
-                {
-                    "state": {"phase": wanted},
-                    "running": running,
-                    "minAvailable": jobs.min_available(job),
-                },
+                {"state": {"phase": wanted}, **counts, "minAvailable": jobs.min_available(job)},
             )

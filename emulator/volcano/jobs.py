@@ -7,9 +7,10 @@ same plus ``volcano.sh/template-uid``, ``volcano.sh/job-version``, ``volcano.sh/
 and ``scheduling.k8s.io/group-name``; a controller owner reference; ``schedulerName`` from the
 Job), ``job_controller_actions.go`` ``createOrUpdatePodGroup`` (PodGroup ``<job>-<job uid>``,
 ``minMember`` = ``minAvailable``, queue and priority class from the Job) and
-``job_controller_util.go`` ``applyPolicies`` (task policies first, then job policies; the
-default action is SyncJob). Matches tests/fixtures/upstream/volcano/examples (the recorded
-victim pod of admissionreview-delete-victim-pod-by-vc-scheduler.json).
+``job_controller_util.go`` ``applyPolicies`` (task policies first, then job policies, an event
+or exit-code match; the default action is SyncJob). Matches
+tests/fixtures/upstream/volcano/examples (the recorded victim pod of
+admissionreview-delete-victim-pod-by-vc-scheduler.json).
 """
 
 from __future__ import annotations
@@ -118,8 +119,10 @@ def pod_for(job: Object, task: Object, index: int) -> Object:
     }
 
 
-def action_for(job: Object, task_name: str, event: str) -> str:
-    """``applyPolicies``: the first task policy, then job policy, matching ``event`` (or ``*``)."""
+def action_for(job: Object, task_name: str, event: str, exit_code: int = 0) -> str:
+    """``applyPolicies``: the task's policies, then the job's; in each list the first policy
+    naming ``event`` (or ``*``) or whose ``exitCode`` equals ``exit_code`` (never 0) wins;
+    ``SyncJob`` when none does. (``timeout`` delays and ``PodPending`` are not copied.)"""
     spec = job.get("spec") or {}
     tasks = [t for t in spec.get("tasks") or [] if t.get("name") == task_name]
     for policies in (
@@ -127,7 +130,12 @@ def action_for(job: Object, task_name: str, event: str) -> str:
         spec.get("policies") or [],
     ):
         for policy in policies:
-            events = policy.get("events") or ([policy["event"]] if policy.get("event") else [])
-            if event in events or "*" in events:
+            events = list(policy.get("events") or [])
+            if policy.get("event"):
+                events.append(policy["event"])
+            if events and (event in events or "*" in events):
+                return str(policy.get("action") or SYNC_JOB)
+            code = policy.get("exitCode")
+            if code is not None and code != 0 and code == exit_code:
                 return str(policy.get("action") or SYNC_JOB)
     return SYNC_JOB

@@ -167,3 +167,83 @@ async def test_high_priority_vcjob_reclaims_gpus_and_the_victim_is_recreated(
     job = await admin.get(resources.VOLCANO_JOBS, "low", namespace=NS)
     assert job["status"]["retryCount"] == 1
     assert keys.VOLCANO_JOB_NAME_LABEL in again["metadata"]["labels"]
+
+
+async def _reclaimed(c: cluster.Cluster, low: str, high: str) -> None:
+    """A 4-GPU high-priority vcjob in ``prod`` reclaims ``low``'s GPUs and completes."""
+    admin = c.client()
+    short = workloads.trainer_container(steps=3, rate=50, gpus=4)
+    await admin.create(resources.VOLCANO_JOBS, vcjob(high, "prod", short, priority="high"))
+
+    def done(pod: Obj | None) -> bool:
+        return pod is not None and (pod.get("status") or {}).get("phase") == "Succeeded"
+
+    await c.wait_for(resources.PODS, f"{high}-train-0", NS, done, timeout=90)
+
+
+def _phase_is(*phases: str) -> Any:
+    def check(job: Obj | None) -> bool:
+        return ((job or {}).get("status") or {}).get("state", {}).get("phase") in phases
+
+    return check
+
+
+async def _running_low(c: cluster.Cluster, name: str, *, not_uid: str = "") -> Obj:
+    def running(pod: Obj | None) -> bool:
+        return (
+            pod is not None
+            and pod["metadata"]["uid"] != not_uid
+            and not pod["metadata"].get("deletionTimestamp")
+            and (pod.get("status") or {}).get("phase") == "Running"
+        )
+
+    pod = await c.wait_for(resources.PODS, f"{name}-train-0", NS, running, timeout=90)
+    assert pod is not None
+    return pod
+
+
+async def _setup(c: cluster.Cluster) -> None:
+    admin = c.client()
+    await admin.create(resources.PRIORITY_CLASSES, workloads.priority_class("low", 100))
+    await admin.create(resources.PRIORITY_CLASSES, workloads.priority_class("high", 1000))
+    await admin.create(resources.VOLCANO_QUEUES, queue("research", gpus_cap=4, deserved=0))
+    await admin.create(resources.VOLCANO_QUEUES, queue("prod", gpus_cap=4, deserved=4))
+
+
+async def test_podfailed_of_a_preempted_pod_comes_first_and_terminates_the_job_issue_5885(
+    volcano_cluster: cluster.Cluster,
+) -> None:
+    """Upstream issue #5885: the contract's exit 143 on SIGTERM makes ``updatePod`` raise
+    ``PodFailed`` before ``deletePod`` raises ``PodEvicted``; ``PodFailed -> TerminateJob`` wins."""
+    c = volcano_cluster
+    await _setup(c)
+    long = workloads.trainer_container(steps=100000, rate=50, save_seconds=0.2, gpus=4)
+    job = vcjob("low", "research", long, priority="low")
+    job["spec"]["policies"].append({"event": "PodFailed", "action": "TerminateJob"})
+    await c.client().create(resources.VOLCANO_JOBS, job)
+    await _running_low(c, "low")
+    await _reclaimed(c, "low", "high")
+    ended = await c.wait_for(resources.VOLCANO_JOBS, "low", NS, _phase_is("Terminated"), timeout=60)
+    assert ended is not None
+    assert int(ended["status"].get("retryCount") or 0) == 0  # never restarted
+
+
+async def test_each_preemption_uses_a_retry_under_podevicted_restartjob_issue_2560(
+    volcano_cluster: cluster.Cluster,
+) -> None:
+    """Upstream issue #2560: ``PodEvicted -> RestartJob`` does ``retryCount++`` per preemption
+    (state/running.go) and ``restartingUpdateStatus`` fails the job at ``maxRetry``."""
+    c = volcano_cluster
+    await _setup(c)
+    long = workloads.trainer_container(steps=100000, rate=50, save_seconds=0.2, gpus=4)
+    job = vcjob("low", "research", long, priority="low")
+    job["spec"]["maxRetry"] = 2
+    await c.client().create(resources.VOLCANO_JOBS, job)
+    first = await _running_low(c, "low")
+    await _reclaimed(c, "low", "high-a")
+    second = await _running_low(c, "low", not_uid=first["metadata"]["uid"])
+    assert second["metadata"]["annotations"]["volcano.sh/job-retry-count"] == "1"
+    await _reclaimed(c, "low", "high-b")
+    failed = await c.wait_for(resources.VOLCANO_JOBS, "low", NS, _phase_is("Failed"), timeout=60)
+    assert failed is not None
+    assert failed["status"]["retryCount"] == 2

@@ -65,3 +65,22 @@ def test_task_policies_win_over_job_policies(
 ) -> None:
     job = {"spec": {"policies": job_policies, "tasks": [{"name": "w", "policies": task_policies}]}}
     assert jobs.action_for(job, "w", "PodEvicted") == expected
+
+
+def test_an_exit_code_policy_matches_podfailed_by_the_pods_exit_code() -> None:
+    """``applyPolicies``: per policy, an event match or an ``exitCode`` match (never 0), first
+    policy wins; ``PodEvicted`` carries no exit code."""
+    job = {
+        "spec": {
+            "policies": [
+                {"exitCode": 143, "action": "SyncJob"},
+                {"event": "PodFailed", "action": "TerminateJob"},
+                {"exitCode": 2, "action": "RestartJob"},
+            ],
+            "tasks": [{"name": "w"}],
+        }
+    }
+    assert jobs.action_for(job, "w", "PodFailed", 143) == jobs.SYNC_JOB
+    assert jobs.action_for(job, "w", "PodFailed", 1) == "TerminateJob"
+    assert jobs.action_for(job, "w", "PodFailed", 2) == "TerminateJob"  # the event policy first
+    assert jobs.action_for(job, "w", "PodEvicted") == jobs.SYNC_JOB

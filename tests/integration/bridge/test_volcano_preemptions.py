@@ -1,0 +1,334 @@
+"""Issue 17, item 1 and 2, on the emulated cluster with Volcano only (no Kueue CRDs anywhere):
+the real webhook (over HTTPS, called by the emulated apiserver) and the real bridge, the emulated
+Volcano scheduler (preempt within a queue, reclaim across queues) and vc-controller
+(emulator/volcano), the reference trainer as real processes on shared files.
+
+A vcjob of two 1-GPU pods in an opted-in Volcano Queue, with the policies of upstream issues
+#2560 and #5885 (``PodEvicted -> RestartJob``, ``PodFailed -> TerminateJob``) and Volcano's
+default ``maxRetry`` of 3, is evicted whole by a 2-GPU preemptor five times, alternating reclaim
+from another queue and preemption inside its own queue. Each eviction is one gang: one Checkpoint
+set holding both pods; each incarnation restores both pods from the newest set; the job ends
+``Completed`` with ``retryCount`` 0. A real failure (exit 1) of a vcjob in the same queue still
+terminates it by the user's policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from emulator import cluster, gpus, nodes
+from kontinue import keys
+from kontinue.kube import cacheset, client, resources
+from kontinue.models import checkpoint
+from queue_bridge import app
+from tests import fixtures
+from tests.integration.bridge.conftest import BRIDGE_USER, FAST, SYSTEM, config
+from tests.integration.cluster import workloads
+from tests.waiting import eventually
+from webhook import __main__ as webhook_main
+from webhook import settings as webhook_settings
+
+Obj = dict[str, Any]
+NS = "default"
+WEBHOOK_USER = f"system:serviceaccount:{SYSTEM}:kontinue-webhook"
+GRACE = 5
+PROGRESS = re.compile(r"^PROGRESS step=(\d+) ", re.MULTILINE)
+USER_POLICIES = [
+    {"event": "PodEvicted", "action": "RestartJob"},
+    {"event": "PodFailed", "action": "TerminateJob"},
+]
+POLICY: Obj = {
+    "apiVersion": keys.API_VERSION,
+    "kind": "CheckpointPolicy",
+    "metadata": {"name": "dev"},
+    "spec": {
+        "storage": {"hostPath": {"path": "/var/kontinue"}, "mountPath": "/ckpt"},
+        "minGracePeriodSeconds": GRACE,
+    },
+}
+
+
+def queue(name: str, *, deserved: int, opted_in: bool = False) -> Obj:
+    labels = {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: "dev"} if opted_in else {}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "weight": 1,
+            "reclaimable": True,
+            "capability": {keys.GPU_RESOURCE: "2"},
+            "deserved": {keys.GPU_RESOURCE: str(deserved)},
+        },
+    }
+
+
+def trainer(*, steps: int, gpus_each: int) -> Obj:
+    """The reference trainer, checkpointing where Kontinue tells it (no volume of its own)."""
+    return {
+        "name": "trainer",
+        "image": "kontinue/reference-workload:dev",
+        "command": ["python", "-m", "reference_workload.trainer"],
+        "env": [
+            {"name": "TRAINER_STEPS", "value": str(steps)},
+            {"name": "TRAINER_RATE", "value": "40"},
+            {"name": "TRAINER_SAVE_SECONDS", "value": "0.2"},
+            {"name": "TRAINER_PROGRESS_EVERY", "value": "1"},
+        ],
+        "resources": {"limits": {keys.GPU_RESOURCE: str(gpus_each)}},
+    }
+
+
+def vcjob(name: str, queue_name: str, container: Obj, *, priority: str, replicas: int = 1) -> Obj:
+    spec = workloads.pod_spec(container, grace=GRACE)
+    spec.pop("volumes")
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "schedulerName": "volcano",
+            "queue": queue_name,
+            "minAvailable": replicas,
+            "priorityClassName": priority,
+            "policies": [dict(p) for p in USER_POLICIES],
+            "tasks": [
+                {
+                    "name": "train",
+                    "replicas": replicas,
+                    "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+                }
+            ],
+        },
+    }
+
+
+class VolcanoSystem:
+    def __init__(self, c: cluster.Cluster) -> None:
+        self.cluster = c
+        self.admin = c.client()
+
+    async def pods_of(self, job: str) -> list[Obj]:
+        return await self.cluster.pods(NS, labels={keys.VOLCANO_JOB_NAME_LABEL: job})
+
+    def steps(self, pod: Obj) -> list[int]:
+        container = self.cluster.container(pod, "trainer")
+        if container is None or not container.spec.log_path.exists():
+            return []
+        return [int(s) for s in PROGRESS.findall(container.spec.log_path.read_text())]
+
+    def log(self, pod: Obj) -> str:
+        container = self.cluster.container(pod, "trainer")
+        assert container is not None, pod["metadata"]["name"]
+        return container.spec.log_path.read_text()
+
+    async def checkpoints(self) -> list[checkpoint.Checkpoint]:
+        listed = await self.admin.list(resources.CHECKPOINTS, namespace=NS)
+        return [checkpoint.load(item) for item in listed["items"]]
+
+    async def vcjob_phase(self, name: str) -> str:
+        job = await self.admin.get(resources.VOLCANO_JOBS, name, namespace=NS)
+        return str(((job.get("status") or {}).get("state") or {}).get("phase") or "")
+
+
+@contextlib.asynccontextmanager
+async def volcano_system(tmp_path: Path) -> AsyncIterator[VolcanoSystem]:
+    spec = nodes.NodeSpec("gpu-a", gpu=gpus.GpuProfile(count=2))
+    async with cluster.Cluster(nodes=[spec], workdir=tmp_path, queue_system="volcano") as c:
+        admin = c.client()
+        crds = [crd["metadata"]["name"] for crd in (await admin.list(resources.CRDS))["items"]]
+        assert not [name for name in crds if "kueue" in name], crds  # a Volcano-only cluster
+        for path in sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")):
+            c.api.install_crd(fixtures.load_one(path))
+        await admin.create(resources.NAMESPACES, {"metadata": {"name": SYSTEM}})
+        await admin.create(
+            resources.SECRETS, fixtures.load_one(fixtures.MANIFESTS / "webhook/secret.yaml")
+        )
+        for doc in fixtures.load_all(fixtures.MANIFESTS / "webhook/webhooks.yaml"):
+            mutating = doc["kind"] == "MutatingWebhookConfiguration"
+            await admin.create(
+                resources.MUTATING_WEBHOOKS if mutating else resources.VALIDATING_WEBHOOKS, doc
+            )
+        for name, value in (("low", 100), ("high", 1000)):
+            await admin.create(resources.PRIORITY_CLASSES, workloads.priority_class(name, value))
+        await admin.create(resources.VOLCANO_QUEUES, queue("research", deserved=0, opted_in=True))
+        await admin.create(resources.VOLCANO_QUEUES, queue("prod", deserved=2))
+        hook_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        hook_sock.bind(("127.0.0.1", 0))
+        c.api.service_urls[(SYSTEM, "kontinue-webhook", 443)] = (
+            f"https://127.0.0.1:{hook_sock.getsockname()[1]}"
+        )
+        hook_client = await client.api_client_from_dict(c.api.kubeconfig(WEBHOOK_USER))
+        bridge_client = await client.api_client_from_dict(c.api.kubeconfig(BRIDGE_USER))
+        health_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        health_sock.bind(("127.0.0.1", 0))
+        stop = asyncio.Event()
+        hook = asyncio.create_task(
+            webhook_main.serve(
+                webhook_settings.Settings(
+                    namespace=SYSTEM,
+                    image="kontinue/kontinue:dev",
+                    queue_systems=("volcano",),
+                    cert_poll_seconds=3600,
+                    drain_seconds=0,
+                ),
+                stop=stop,
+                api_client=hook_client,
+                sock=hook_sock,
+                cache_options=cacheset.CacheOptions(backoff=FAST),
+            )
+        )
+        bridge = asyncio.create_task(
+            app.run(
+                config("bridge-0", queue_systems=("volcano",), admission_check=False),
+                stop=stop,
+                api_client=bridge_client,
+                sock=health_sock,
+                cache_options=cacheset.CacheOptions(backoff=FAST),
+            )
+        )
+        try:
+
+            async def policy_accepted() -> bool:  # the webhook validates it: up
+                assert not hook.done(), hook
+                with contextlib.suppress(Exception):
+                    await admin.create(resources.CHECKPOINT_POLICIES, POLICY)
+                    return True
+                return False
+
+            await eventually(policy_accepted, within=30, what="webhook serving")
+
+            async def plumbed() -> bool:  # its caches see the labelled queue
+                probe = vcjob("probe", "research", trainer(steps=1, gpus_each=1), priority="low")
+                dry = await admin.create(resources.VOLCANO_JOBS, probe, dry_run=True)
+                return bool(dry["spec"]["policies"][0] == {"exitCode": 143, "action": "SyncJob"})
+
+            await eventually(plumbed, within=30, what="webhook caches synced")
+            yield VolcanoSystem(c)
+        finally:
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(hook, bridge, return_exceptions=True), 15)
+            await hook_client.close()
+            await bridge_client.close()
+            hook_sock.close()
+            health_sock.close()
+
+
+async def test_a_vcjob_evicted_five_times_completes_restoring_every_time_from_the_newest_set(
+    tmp_path: Path,
+) -> None:
+    async with volcano_system(tmp_path) as s:
+        created = await s.admin.create(
+            resources.VOLCANO_JOBS,
+            vcjob("low", "research", trainer(steps=700, gpus_each=1), priority="low", replicas=2),
+        )
+        # the webhook's rewrite, as stored
+        assert created["spec"]["policies"] == [
+            {"exitCode": 143, "action": "SyncJob"},
+            {"event": "PodFailed", "action": "TerminateJob"},
+        ]
+        seen: set[str] = set()  # pod uids of earlier incarnations
+        restored_from: list[str] = []
+        floor = 0
+        for round_ in range(5):
+            pods: list[Obj] = []
+
+            async def both_running(
+                floor: int = floor, seen: set[str] = seen, pods: list[Obj] = pods
+            ) -> bool:
+                found = [
+                    p
+                    for p in await s.pods_of("low")
+                    if p["metadata"]["uid"] not in seen
+                    and not p["metadata"].get("deletionTimestamp")
+                    and (p.get("status") or {}).get("phase") == "Running"
+                    and max(s.steps(p), default=0) >= floor + 10
+                ]
+                pods[:] = found
+                return len(found) == 2
+
+            await eventually(
+                both_running, within=120, what=f"both low pods running, round {round_}"
+            )
+            if round_:
+                names = {
+                    p["metadata"]["annotations"].get(keys.RESTORE_FROM_ANNOTATION) for p in pods
+                }
+                newest = max(
+                    (cp for cp in await s.checkpoints()),
+                    key=lambda cp: cp.spec.trigger.time,
+                )
+                # both pods of this incarnation restore from the one, newest set
+                assert names == {newest.name}, (names, newest.name)
+                restored_from.append(newest.name)
+                for pod in pods:
+                    assert "RESTORED" in s.log(pod)
+                    assert min(s.steps(pod)) >= floor
+            seen |= {p["metadata"]["uid"] for p in pods}
+            system = "prod" if round_ % 2 == 0 else "research"  # reclaim, then preempt
+            high = f"high-{round_}"
+            await s.admin.create(
+                resources.VOLCANO_JOBS,
+                vcjob(high, system, trainer(steps=5, gpus_each=2), priority="high"),
+            )
+
+            async def done(name: str = high) -> bool:
+                return await s.vcjob_phase(name) == "Completed"
+
+            await eventually(done, within=120, what=f"{high} Completed")
+            cps = await s.checkpoints()
+            assert len(cps) == round_ + 1, [cp.name for cp in cps]
+            newest = max(cps, key=lambda cp: cp.spec.trigger.time)
+
+            async def succeeded(name: str = newest.name) -> bool:
+                cp = next(c for c in await s.checkpoints() if c.name == name)
+                return cp.status is not None and cp.status.phase is checkpoint.Phase.SUCCEEDED
+
+            await eventually(succeeded, within=60, what=f"{newest.name} Succeeded")
+            # one eviction of the gang = one set holding both pods
+            assert {m.pod_uid for m in newest.spec.members} == {p["metadata"]["uid"] for p in pods}
+            assert newest.spec.trigger.source is checkpoint.TriggerSource.VOLCANO
+            expected = "reclaim" if system == "prod" else "preempt"
+            assert expected in newest.spec.trigger.message
+            (saved,) = [c for c in await s.checkpoints() if c.name == newest.name]
+            floor = min(m.step or 0 for m in saved.status.members)
+
+        async def completed() -> bool:
+            return await s.vcjob_phase("low") == "Completed"
+
+        await eventually(completed, within=180, what="low Completed")
+        job = await s.admin.get(resources.VOLCANO_JOBS, "low", namespace=NS)
+        assert int(job["status"].get("retryCount") or 0) == 0
+        assert len(set(restored_from)) == 4  # rounds 1-4 each restored from a new set
+        last = [p for p in await s.pods_of("low") if p["metadata"]["uid"] not in seen]
+        assert len(last) == 2
+        for pod in last:
+            assert pod["status"]["phase"] == "Succeeded"
+            assert "RESTORED" in s.log(pod)
+
+
+async def test_a_real_failure_of_an_opted_in_vcjob_still_follows_the_users_policy(
+    tmp_path: Path,
+) -> None:
+    async with volcano_system(tmp_path) as s:
+        failing = {
+            "name": "trainer",
+            "image": "kontinue/reference-workload:dev",
+            "command": ["python", "-c", "import sys, time; time.sleep(0.5); sys.exit(1)"],
+            "resources": {"limits": {keys.GPU_RESOURCE: "1"}},
+        }
+        await s.admin.create(
+            resources.VOLCANO_JOBS, vcjob("bad", "research", failing, priority="low")
+        )
+
+        async def terminated() -> bool:
+            return await s.vcjob_phase("bad") == "Terminated"
+
+        await eventually(terminated, within=90, what="bad Terminated by PodFailed -> TerminateJob")
+        assert await s.checkpoints() == []
