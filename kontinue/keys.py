@@ -81,6 +81,7 @@ EVENT_RESTORED: Final = "Restored"
 EVENT_COLD_START: Final = "ColdStart"
 EVENT_NOT_PLUMBED: Final = "NotPlumbed"
 EVENT_UNSAFE_JOB: Final = "PreemptionCountsAgainstBackoff"
+EVENT_UNSAFE_VCJOB: Final = "PreemptionEndsVolcanoJob"
 
 # --- Kueue (kubernetes-sigs/kueue pkg/controller/constants/constants.go, apis/kueue/v1beta2) --
 KUEUE_GROUP: Final = "kueue.x-k8s.io"

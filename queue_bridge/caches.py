@@ -58,9 +58,11 @@ class Caches(cacheset.Backed):
         # Only where Volcano is installed: a cache of a missing CRD never syncs (readiness).
         self.volcano_queues: watching.WatchCache[volcano.Queue] | None = None
         self.pod_groups: watching.WatchCache[volcano.PodGroup] | None = None
+        self.vcjobs: watching.WatchCache[volcano.VolcanoJob] | None = None
         if settings_module.VOLCANO in queue_systems:
             self.volcano_queues = cache(resources.VOLCANO_QUEUES, volcano.Queue)
             self.pod_groups = cache(resources.PODGROUPS, volcano.PodGroup)
+            self.vcjobs = cache(resources.VOLCANO_JOBS, volcano.VolcanoJob)
 
         # indexes, kept by subscriptions (synchronous, no I/O)
         self.pods_by_uid: dict[str, tuple[str, str]] = {}

@@ -35,7 +35,7 @@ from queue_bridge import admission_check, instruments, kinds, queueing, recordin
 from queue_bridge import caches as caches_module
 from queue_bridge import settings as settings_module
 from queue_bridge.handlers import admission_check as admission_check_handler
-from queue_bridge.handlers import checkpoint, context, disruption, job, pod, workload
+from queue_bridge.handlers import checkpoint, context, disruption, job, pod, vcjob, workload
 
 log = logging.getLogger("kontinue.bridge")
 
@@ -46,6 +46,7 @@ HANDLERS: dict[str, Handler] = {
     kinds.CHECKPOINT: checkpoint.reconcile,
     kinds.POD: pod.reconcile,
     kinds.JOB: job.reconcile,
+    kinds.VOLCANO_JOB: vcjob.reconcile,
     kinds.ADMISSION_CHECK: admission_check_handler.reconcile,
     kinds.DISRUPTION: disruption.reconcile,
 }

@@ -14,9 +14,10 @@ WORKLOAD = "Workload"
 CHECKPOINT = "Checkpoint"
 POD = "Pod"
 JOB = "Job"
+VOLCANO_JOB = "VolcanoJob"
 ADMISSION_CHECK = "AdmissionCheck"
 DISRUPTION = "Disruption"
-SWEEP_ORDER = (ADMISSION_CHECK, JOB, CHECKPOINT, WORKLOAD, DISRUPTION, POD)
+SWEEP_ORDER = (ADMISSION_CHECK, JOB, VOLCANO_JOB, CHECKPOINT, WORKLOAD, DISRUPTION, POD)
 """The order of a new leader's full sweep."""
 
 

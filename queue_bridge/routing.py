@@ -18,7 +18,7 @@ from typing import Any
 
 from kontinue import keys
 from kontinue.kube import watching
-from kontinue.models import checkpoint, core, kueue
+from kontinue.models import checkpoint, core, kueue, volcano
 from kontinue.models import policy as policy_model
 from queue_bridge import caches as caches_module
 from queue_bridge import deciding, disruptions, kinds, queueing, reconciling
@@ -106,6 +106,8 @@ class Router:
         for queues in opt_in_sources:
             if queues is not None:
                 queues.subscribe(self._on_opt_in_source)
+        if c.vcjobs is not None:
+            c.vcjobs.subscribe(self._on_vcjob)
         if c.admission_checks is not None:
             c.admission_checks.subscribe(
                 lambda e: self.add(kinds.key(kinds.ADMISSION_CHECK, e.obj))
@@ -129,6 +131,7 @@ class Router:
             kinds.CHECKPOINT: self.caches.checkpoints,
             kinds.POD: self.caches.pods,
             kinds.JOB: self.caches.jobs,
+            kinds.VOLCANO_JOB: self.caches.vcjobs,
             kinds.ADMISSION_CHECK: self.caches.admission_checks,
         }
         found = cache[kind]
@@ -163,6 +166,11 @@ class Router:
     def _on_opt_in_source(self, event: watching.Event[Any]) -> None:
         if opt_in_changed(event):
             self.sweep(kinds.DISRUPTION)
+            self.sweep(kinds.VOLCANO_JOB)
+
+    def _on_vcjob(self, event: watching.Event[volcano.VolcanoJob]) -> None:
+        if event.type != "DELETED":
+            self.add(kinds.key(kinds.VOLCANO_JOB, event.obj))
 
     def _add_disruption(self, pod: core.Pod) -> None:
         if disruptions.has_disruption(pod):

@@ -70,6 +70,7 @@ USES: dict[tuple[str, str, str, str], str] = {
             ("kueue.x-k8s.io", "admissionchecks"),
             ("scheduling.volcano.sh", "queues"),
             ("scheduling.volcano.sh", "podgroups"),
+            ("batch.volcano.sh", "jobs"),
         )
         for verb in ("list", "watch")
     },

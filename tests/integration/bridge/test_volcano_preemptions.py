@@ -332,3 +332,40 @@ async def test_a_real_failure_of_an_opted_in_vcjob_still_follows_the_users_polic
 
         await eventually(terminated, within=90, what="bad Terminated by PodFailed -> TerminateJob")
         assert await s.checkpoints() == []
+
+
+async def test_an_existing_vcjob_whose_policies_would_end_it_gets_a_warning_event(
+    tmp_path: Path,
+) -> None:
+    """A vcjob created before its queue opted in keeps the user's policies (the webhook saw no
+    opted-in queue); once the queue opts in, the bridge names each policy that would hurt."""
+    async with volcano_system(tmp_path) as s:
+        old = vcjob("old", "prod", trainer(steps=100000, gpus_each=1), priority="low")
+        assert (await s.admin.create(resources.VOLCANO_JOBS, old))["spec"]["policies"] == (
+            USER_POLICIES
+        )
+        new = vcjob("new", "research", trainer(steps=100000, gpus_each=1), priority="low")
+        await s.admin.create(resources.VOLCANO_JOBS, new)
+        labels = {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: "dev"}
+        await s.admin.patch(
+            resources.VOLCANO_QUEUES,
+            "prod",
+            {"metadata": {"labels": labels}},
+            content_type="application/merge-patch+json",
+        )
+        found: list[Obj] = []
+
+        async def warned() -> bool:
+            events = (await s.admin.list(resources.EVENTS, namespace=NS))["items"]
+            found[:] = [e for e in events if e["reason"] == keys.EVENT_UNSAFE_VCJOB]
+            return bool(found)
+
+        await eventually(warned, within=60, what="a PreemptionEndsVolcanoJob Event")
+        (event,) = found
+        assert event["type"] == "Warning"
+        assert event["involvedObject"]["name"] == "old"
+        assert event["involvedObject"]["kind"] == "Job"
+        assert event["involvedObject"]["apiVersion"] == "batch.volcano.sh/v1alpha1"
+        assert "PodEvicted -> RestartJob" in event["message"]
+        assert "#2560" in event["message"]
+        assert "PodFailed -> TerminateJob" in event["message"]
