@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from emulator.demo import metrics, report, scenario, scrape, timeline, torch_workload
+from emulator.demo import metrics, report, scenario, scrape, systems, timeline, torch_workload
 
 TORCH_DURATION = 150.0
 
@@ -31,7 +31,14 @@ def _parser() -> argparse.ArgumentParser:
         help="scavenger: the preemption trace (default); defrag: a 4-GPU job that fits nowhere, "
         "waited for / preempted for / made room for with kubectl kontinue defrag",
     )
-    parser.add_argument("--queue-system", choices=["kueue"], default="kueue")
+    parser.add_argument(
+        "--queue-system",
+        choices=list(systems.ALL),
+        default=systems.KUEUE,
+        help="kueue: Kueue preempts (default); volcano: Volcano preempts within a queue and "
+        "reclaims across queues; scheduler: Kueue admits, kube-scheduler preempts by priority "
+        "(emulator/demo/systems.py)",
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument(
         "--duration",
@@ -108,6 +115,7 @@ async def _main(args: argparse.Namespace) -> int:
         burst_every=args.burst_every,
         workload=args.workload,
         torch_epochs=args.torch_epochs,
+        queue_system=args.queue_system,
     )
     out: Path = args.out
     runs: list[timeline.Run] = []
@@ -132,6 +140,7 @@ async def _main(args: argparse.Namespace) -> int:
             )
         )
     print()
+    print(f"queue system: {options.queue_system}")
     print(report.table(metrics.reports(runs), extra))
     print(scrape.summary(runs[0]))
     chart = report.chart(runs, out / "occupancy.png")

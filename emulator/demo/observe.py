@@ -105,7 +105,8 @@ class Recorder:
         record = self.pods.get(meta["uid"])
         if record is None:
             record = self.pods[meta["uid"]] = _Pod(
-                job=labels.get(keys.JOB_NAME_LABEL, meta["name"]),
+                job=labels.get(keys.JOB_NAME_LABEL)
+                or labels.get(keys.VOLCANO_JOB_NAME_LABEL, meta["name"]),
                 pod=meta["name"],
                 uid=meta["uid"],
                 role=timeline.Role(role),

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator import gpus, nodes
-from emulator.demo import observe, scrape, stack, timeline, torch_workload, trace
+from emulator.demo import observe, scrape, stack, systems, timeline, torch_workload, trace
 from kontinue import keys
 from kontinue.kube import resources
 
@@ -47,6 +47,8 @@ class Options:
     """``counter``: reference_workload/trainer.py; ``torch``: scavengers train a real PyTorch
     model (emulator/demo/torch_workload.py) for ``torch_epochs`` epochs."""
     torch_epochs: int = 4
+    queue_system: str = systems.KUEUE
+    """``kueue``, ``volcano`` or ``scheduler`` (emulator/demo/systems.py)."""
 
 
 def priority_classes() -> list[Obj]:
@@ -204,61 +206,49 @@ async def run(
         seed=options.seed, duration=options.duration, burst_every=options.burst_every
     )
     name = "with Kontinue" if with_kontinue else "without (baseline)"
+    kind = options.queue_system
+
+    def submit(name: str, role: timeline.Role, gpus: int, steps: int, index: int = 0) -> Any:
+        batch = trainer_job(
+            name, role=role, gpus=gpus, steps=steps, options=options, dry_run_probe=name == "probe"
+        )
+        return systems.job(kind, batch, role=role, index=index)
+
     async with stack.running(
         workdir=workdir,
         node_specs=node_specs,
         with_kontinue=with_kontinue,
         policy=policy(options) if with_kontinue else None,
+        queue_system=kind,
     ) as system:
         admin = system.admin
         for obj in priority_classes():
             await admin.create(resources.PRIORITY_CLASSES, obj)
-        for resource, obj in queues(total_gpus):
+        for resource, obj in systems.setup(kind, total_gpus, queues(total_gpus)):
             await admin.create(resource, obj)
         if with_kontinue:
+            queue_resource, queue_name = systems.opted_in_queue(kind, CLUSTER_QUEUE)
             await admin.patch(
-                resources.CLUSTER_QUEUES,
-                CLUSTER_QUEUE,
-                stack.opt_in_labels(POLICY),
-                content_type=stack.MERGE,
+                queue_resource, queue_name, stack.opt_in_labels(POLICY), content_type=stack.MERGE
             )
-            probe = trainer_job(
-                "probe",
-                role=timeline.Role.SCAVENGER,
-                gpus=1,
-                steps=1,
-                options=options,
-                dry_run_probe=True,
-            )
+            _, probe = submit("probe", timeline.Role.SCAVENGER, 1, 1)
             await stack.wait_plumbing(system, probe_job=probe)
         loop = asyncio.get_running_loop()
         recorder = observe.Recorder(system.cluster, namespace=NAMESPACE, started_at=loop.time())
         await recorder.start()
         for index in range(options.scavengers):
-            await admin.create(
-                resources.JOBS,
-                trainer_job(
-                    f"scavenger-{index}",
-                    role=timeline.Role.SCAVENGER,
-                    gpus=1,
-                    steps=10**9,
-                    options=options,
-                ),
-            )
+            await admin.create(*submit(f"scavenger-{index}", timeline.Role.SCAVENGER, 1, 10**9))
         pending = list(arrivals)
+        submitted = 0
         while (elapsed := recorder.now()) < options.duration:
             while pending and pending[0].at <= elapsed:
                 arrival = pending.pop(0)
                 await admin.create(
-                    resources.JOBS,
-                    trainer_job(
-                        arrival.name,
-                        role=timeline.Role.PRIORITY,
-                        gpus=arrival.gpus,
-                        steps=arrival.steps,
-                        options=options,
-                    ),
+                    *submit(
+                        arrival.name, timeline.Role.PRIORITY, arrival.gpus, arrival.steps, submitted
+                    )
                 )
+                submitted += 1
             if progress is not None:
                 progress(elapsed, _counts(recorder))
             await asyncio.sleep(0.25)

@@ -1,4 +1,10 @@
-"""The whole system on this machine: emulated GPU cluster + emulated Kueue (+ Kontinue).
+"""The whole system on this machine: emulated GPU cluster + emulated Kueue or Volcano
+(+ Kontinue).
+
+``queue_system``: ``kueue`` and ``scheduler`` run the emulated Kueue (emulator/kueue; in
+``scheduler`` the demo gives it quota to spare, so the emulated kube-scheduler's priority
+preemption does the evicting); ``volcano`` runs the emulated Volcano scheduler and vc-controller
+(emulator/volcano) on a cluster with no Kueue CRDs at all, and Kontinue watches Volcano only.
 
 ``with_kontinue=False`` is the honest baseline: the same cluster, the same Kueue, the same
 workloads and arrivals, with Kontinue's webhook and bridge simply not installed — what a cluster
@@ -93,18 +99,25 @@ async def running(
     with_kontinue: bool,
     policy: Obj | None = None,
     tls: bool = False,
+    queue_system: str = "kueue",
 ) -> AsyncIterator[Stack]:
     """Start everything; on exit stop it all (pods get their graceful stop).
 
     ``tls``: the API emulator serves HTTPS (its kubeconfigs carry the CA), for clients that
     must reach it as they reach a real cluster (``kubectl``, ``kubectl-kontinue``).
     """
-    async with cluster.Cluster(nodes=node_specs, workdir=workdir, tls=tls) as c:
-        kueue_controller.install_crds(c.api, ROOT / "tests/fixtures/upstream/kueue/crds")
-        kueue_controller.install_crds(c.api, ROOT / "tests/fixtures/kueue-emulation")
+    volcano = queue_system == "volcano"
+    systems = ("volcano",) if volcano else ("kueue",)
+    async with cluster.Cluster(
+        nodes=node_specs, workdir=workdir, tls=tls, queue_system="volcano" if volcano else None
+    ) as c:
+        if not volcano:
+            kueue_controller.install_crds(c.api, ROOT / "tests/fixtures/upstream/kueue/crds")
+            kueue_controller.install_crds(c.api, ROOT / "tests/fixtures/kueue-emulation")
         admin = c.client()
+        queues: Any = contextlib.nullcontext() if volcano else kueue_controller.Kueue(c.api)
         if not with_kontinue:
-            async with kueue_controller.Kueue(c.api):
+            async with queues:
                 yield Stack(c, with_kontinue=False)
             return
         await _install_kontinue(c, admin)
@@ -123,7 +136,7 @@ async def running(
                 webhook_settings.Settings(
                     namespace=SYSTEM,
                     image="ghcr.io/kontinue/kontinue:dev",
-                    queue_systems=("kueue",),
+                    queue_systems=systems,
                     cert_poll_seconds=3600,
                     drain_seconds=0,
                 ),
@@ -144,6 +157,8 @@ async def running(
                     lease_deadline_seconds=4.0,
                     finalizer_margin_seconds=5.0,
                     settle_seconds=0.5,
+                    queue_systems=systems,
+                    admission_check=not volcano,
                 ),
                 stop=stop,
                 api_client=bridge_client,
@@ -153,7 +168,7 @@ async def running(
             name="kontinue-bridge",
         )
         try:
-            async with kueue_controller.Kueue(c.api):
+            async with queues:
                 if policy is not None:
 
                     async def policy_accepted() -> bool:  # through the validating webhook
@@ -178,9 +193,14 @@ async def running(
 
 
 async def wait_plumbing(stack: Stack, *, probe_job: Obj) -> None:
-    """Wait until the webhook's caches see the opted-in queue (a dry-run Job gets plumbed)."""
+    """Wait until the webhook's caches see the opted-in queue (a dry-run Job gets plumbed: a
+    batch Job its ``podReplacementPolicy``, a Volcano Job its lifecycle policies rewritten)."""
+    volcano = probe_job["apiVersion"].startswith(keys.VOLCANO_BATCH_GROUP)
 
     async def plumbed() -> bool:
+        if volcano:
+            dry = await stack.admin.create(resources.VOLCANO_JOBS, probe_job, dry_run=True)
+            return bool(dry["spec"].get("policies") != probe_job["spec"].get("policies"))
         dry = await stack.admin.create(resources.JOBS, probe_job, dry_run=True)
         return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
 

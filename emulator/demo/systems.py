@@ -1,0 +1,107 @@
+"""The demo's queue systems: the objects each needs, its opt-in, and one job as it submits it.
+
+- ``kueue`` (``make demo``'s default): one ClusterQueue with exactly the cluster's GPUs and
+  ``withinClusterQueue: LowerPriority`` — Kueue evicts scavenger Workloads to admit priority
+  Jobs (emulator/kueue).
+- ``scheduler``: the same Jobs through Kueue, but the ClusterQueue has twice the GPUs and
+  ``withinClusterQueue: Never``: Kueue admits everything and never evicts; the nodes are full,
+  so the emulated kube-scheduler preempts scavenger pods by priority (``DisruptionTarget`` /
+  ``PreemptionByScheduler``, emulator/scheduler.py), the case Kontinue handles through the pod
+  condition (docs/bridge.md).
+- ``volcano``: Volcano Jobs on a cluster without Kueue. Scavengers run in the Volcano Queue
+  ``scavenge`` (``deserved`` 0, so it only borrows); priority vcjobs alternate between the queue
+  ``prod`` (``deserved`` every GPU: Volcano's ``reclaim`` takes GPUs back across queues) and
+  ``scavenge`` itself at a higher priority (Volcano's ``preempt`` inside the queue),
+  emulator/volcano. A scavenger carries upstream's example policy ``PodEvicted -> RestartJob``
+  with Volcano's default ``maxRetry`` (3): without Kontinue each eviction restarts it and uses a
+  retry (the third fails it, upstream issue #2560); with Kontinue the webhook rewrites the
+  policies at CREATE (docs/webhook.md).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from emulator.demo import timeline
+from kontinue import keys
+from kontinue.kube import resources
+
+Obj = dict[str, Any]
+KUEUE = "kueue"
+SCHEDULER = "scheduler"
+VOLCANO = "volcano"
+ALL = (KUEUE, VOLCANO, SCHEDULER)
+SCAVENGE = "scavenge"
+PROD = "prod"
+SCAVENGER_POLICIES = [{"event": "PodEvicted", "action": "RestartJob"}]
+
+
+def setup(
+    system: str, total_gpus: int, kueue_queues: list[tuple[resources.Resource, Obj]]
+) -> list[tuple[resources.Resource, Obj]]:
+    """The queue objects to create before any job (``kueue_queues``: the Kueue demo's)."""
+    if system == VOLCANO:
+        return [
+            (resources.VOLCANO_QUEUES, _volcano_queue(SCAVENGE, total_gpus, deserved=0)),
+            (resources.VOLCANO_QUEUES, _volcano_queue(PROD, total_gpus, deserved=total_gpus)),
+        ]
+    found = kueue_queues
+    if system == SCHEDULER:
+        found = copy.deepcopy(found)
+        for resource, obj in found:
+            if resource is resources.CLUSTER_QUEUES:
+                obj["spec"]["preemption"] = {"withinClusterQueue": "Never"}
+                (group,) = obj["spec"]["resourceGroups"]
+                for quota in group["flavors"][0]["resources"]:
+                    if quota["name"] == keys.GPU_RESOURCE:
+                        quota["nominalQuota"] = 2 * total_gpus
+    return found
+
+
+def _volcano_queue(name: str, total_gpus: int, *, deserved: int) -> Obj:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {
+            "weight": 1,
+            "reclaimable": True,
+            "capability": {keys.GPU_RESOURCE: str(total_gpus)},
+            "deserved": {keys.GPU_RESOURCE: str(deserved)},
+        },
+    }
+
+
+def opted_in_queue(system: str, cluster_queue: str) -> tuple[resources.Resource, str]:
+    """The queue that carries ``kontinue.dev/enabled``: the scavengers'."""
+    if system == VOLCANO:
+        return resources.VOLCANO_QUEUES, SCAVENGE
+    return resources.CLUSTER_QUEUES, cluster_queue
+
+
+def job(
+    system: str, batch: Obj, *, role: timeline.Role, index: int = 0
+) -> tuple[resources.Resource, Obj]:
+    """The demo's ``batch/v1`` Job ``batch`` as ``system`` runs it: itself, or a one-task
+    Volcano Job with its pod template; ``index`` alternates a priority vcjob's queue."""
+    if system != VOLCANO:
+        return resources.JOBS, batch
+    template = batch["spec"]["template"]
+    priority = role is timeline.Role.PRIORITY
+    return resources.VOLCANO_JOBS, {
+        "apiVersion": f"{keys.VOLCANO_BATCH_GROUP}/v1alpha1",
+        "kind": "Job",
+        "metadata": {
+            "name": batch["metadata"]["name"],
+            "namespace": batch["metadata"]["namespace"],
+        },
+        "spec": {
+            "schedulerName": "volcano",
+            "queue": PROD if priority and index % 2 == 0 else SCAVENGE,
+            "minAvailable": 1,
+            "priorityClassName": role.value,
+            "policies": [] if priority else copy.deepcopy(SCAVENGER_POLICIES),
+            "tasks": [{"name": "train", "replicas": 1, "template": template}],
+        },
+    }
