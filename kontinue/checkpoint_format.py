@@ -14,10 +14,10 @@ the workload and are ignored here.
 
 This is the one implementation of the format: Kontinue's restore init-container
 (:mod:`kontinue.restore`, the ``kontinue-restore`` command) verifies with it, and a workload in
-Python may call :func:`write_manifest` after writing its files. It imports nothing outside the
-standard library and :mod:`kontinue.keys` (itself standard-library only), so it can run inside any
-training image. The reference trainer's format (reference_workload/checkpoint_format.py,
-``"format": "reference-trainer/v1"``) is one instance of it.
+Python may call :func:`write_manifest` after writing its files (the workload SDK,
+kontinue_sdk/session.py, and the reference trainer, reference_workload/trainer.py, both do). It
+imports nothing outside the standard library and :mod:`kontinue.keys` (itself standard-library
+only), so it can run inside any training image.
 
 What a directory must not do, and what verification costs:
 

@@ -34,21 +34,22 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
-from kontinue import keys
-from reference_workload import checkpoint_format
+from kontinue import checkpoint_format, keys
+from kontinue_sdk import environment
 
 EXIT_DONE = 0
 EXIT_BAD_OPTIONS = 2
 EXIT_RESTORE_REFUSED = 3
 EXIT_PREEMPTED = 143  # 128 + SIGTERM: "as if SIGTERM had ended it"
 
-DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 STATE_FILE = "state.bin"
 TRAINER_FILE = "trainer.json"
+FORMAT = "reference-trainer/v1"
+"""The manifest's ``format``: the workload's own key (kontinue/checkpoint_format.py keeps it)."""
 
 _ENV_OPTIONS = {
     "rate": "TRAINER_RATE",
@@ -72,7 +73,7 @@ class Config:
     progress_every: int = 1
     checkpoint_dir: Path | None = None
     restore_from: Path | None = None
-    termination_log: Path = Path(DEFAULT_TERMINATION_LOG)
+    termination_log: Path = environment.DEFAULT_TERMINATION_LOG
     member: str | None = None
     """``KONTINUE_MEMBER``: recorded in every save; a directory saved by another is refused."""
 
@@ -129,21 +130,17 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         name, value = raw["progress_every"]
         progress_every = int(_number(value, name=name, kind=int, minimum=1))
 
-    def _dir(env: str) -> Path | None:
-        value = environ.get(env, "")
-        return Path(value) if value else None
-
-    log = environ.get(keys.ENV_TERMINATION_LOG, "") or DEFAULT_TERMINATION_LOG
+    contract = environment.read(environ)
     return Config(
         rate=rate,
         steps=steps,
         state_bytes=state_bytes,
         save_seconds=save_seconds,
         progress_every=progress_every,
-        checkpoint_dir=_dir(keys.ENV_CHECKPOINT_DIR),
-        restore_from=_dir(keys.ENV_RESTORE_FROM),
-        termination_log=Path(log),
-        member=environ.get(keys.ENV_MEMBER, "").strip() or None,
+        checkpoint_dir=contract.checkpoint_dir,
+        restore_from=contract.restore_from,
+        termination_log=contract.termination_log,
+        member=contract.member,
     )
 
 
@@ -160,31 +157,81 @@ def _advance(state: bytearray, step: int) -> None:
     state[step % len(state)] = (state[step % len(state)] + step * 31 + 7) & 0xFF
 
 
+class CheckpointError(Exception):
+    """A directory this trainer must not restore from; the message names it and the cause."""
+
+
+def saved_step(manifest: checkpoint_format.Manifest) -> int:
+    """The step a reference-trainer checkpoint was saved at (the manifest's ``step`` key)."""
+    step = manifest.extra.get("step")
+    if manifest.extra.get("format") != FORMAT or type(step) is not int or step < 0:
+        raise CheckpointError(f"not a {FORMAT} checkpoint: {manifest.extra!r}")
+    return step
+
+
+def save_checkpoint(
+    directory: Path,
+    *,
+    step: int,
+    state: bytes,
+    seconds: float = 0.0,
+    member: str | None = None,
+    chunks: int = 20,
+    sleep: Callable[[float], None] = time.sleep,
+) -> checkpoint_format.Manifest:
+    """Write the state files, then the manifest last (kontinue.checkpoint_format.write_manifest).
+
+    ``seconds`` spreads the data writes over that long (``chunks`` fsynced pieces with sleeps in
+    between) to emulate a slow save of GPU state, so a SIGKILL at the end of the grace period
+    leaves data without a manifest: a torn directory the format refuses.
+    """
+    meta = json.dumps(
+        {"step": step, "stateBytes": len(state), "stateSha256": hashlib.sha256(state).hexdigest()}
+    ).encode()
+    directory.mkdir(parents=True, exist_ok=True)
+    if (directory / checkpoint_format.MANIFEST_NAME).exists():
+        raise CheckpointError(f"{directory}: already holds a checkpoint (never rewritten)")
+    pieces = max(1, chunks)
+    pause = seconds / pieces if seconds > 0 else 0.0
+    piece = max(1, -(-(len(state) + len(meta)) // pieces))
+    slept = 0.0
+    for name, data in ((STATE_FILE, state), (TRAINER_FILE, meta)):
+        with (directory / name).open("wb") as out:
+            for offset in range(0, len(data), piece):
+                out.write(data[offset : offset + piece])
+                out.flush()
+                os.fsync(out.fileno())
+                if pause:
+                    sleep(pause)
+                    slept += pause
+    if seconds > slept:  # tiny state still takes the configured save time
+        sleep(seconds - slept)
+    return checkpoint_format.write_manifest(
+        directory, extra={"format": FORMAT, "step": step}, member=member
+    )
+
+
 def _restore(
     directory: Path, *, state_bytes: int, member: str | None = None
 ) -> tuple[int, bytearray]:
-    manifest = checkpoint_format.verify(directory)
-    if member and manifest.member and manifest.member != member:
-        raise checkpoint_format.CheckpointError(
-            f"{directory}: saved by member {manifest.member}, this pod is {member}"
-        )
+    """Verify (files, sizes, digests, member: kontinue.checkpoint_format.verify) and load."""
+    manifest = checkpoint_format.verify(directory, member=member)
+    step = saved_step(manifest)
     names = {entry.path for entry in manifest.files}
     if names != {STATE_FILE, TRAINER_FILE}:
-        raise checkpoint_format.CheckpointError(
-            f"{directory}: holds {sorted(names)}, not a reference-trainer checkpoint"
-        )
+        raise CheckpointError(f"{directory}: holds {sorted(names)}, not a {FORMAT} checkpoint")
     meta = json.loads((directory / TRAINER_FILE).read_text())
-    if meta.get("step") != manifest.step:
-        raise checkpoint_format.CheckpointError(
-            f"{directory}: {TRAINER_FILE} says step {meta.get('step')}, manifest {manifest.step}"
+    if meta.get("step") != step:
+        raise CheckpointError(
+            f"{directory}: {TRAINER_FILE} says step {meta.get('step')}, manifest {step}"
         )
     state = bytearray((directory / STATE_FILE).read_bytes())
     if len(state) != state_bytes:
-        raise checkpoint_format.CheckpointError(
+        raise CheckpointError(
             f"{directory}: state is {len(state)} bytes but this run keeps {state_bytes} "
             "(--state-bytes differs from the saved run)"
         )
-    return manifest.step, state
+    return step, state
 
 
 def _write_termination_message(path: Path, message: Mapping[str, object]) -> None:
@@ -203,20 +250,15 @@ def _save(config: Config, *, step: int, state: bytearray) -> int:
         return EXIT_PREEMPTED
     _say(f"SAVING step={step} into={directory} bytes={len(state)}")
     started = time.monotonic()
-    meta = {
-        "step": step,
-        "stateBytes": len(state),
-        "stateSha256": hashlib.sha256(state).hexdigest(),
-    }
     try:
-        manifest = checkpoint_format.write(
+        manifest = save_checkpoint(
             directory,
             step=step,
-            files=[(STATE_FILE, bytes(state)), (TRAINER_FILE, json.dumps(meta).encode())],
+            state=bytes(state),
             seconds=config.save_seconds,
             member=config.member,
         )
-    except (OSError, checkpoint_format.CheckpointError) as error:
+    except (OSError, CheckpointError, checkpoint_format.Problem) as error:
         _warn(f"SAVE-FAILED step={step}: {error}")
         _write_termination_message(
             config.termination_log,
@@ -254,7 +296,7 @@ def run(config: Config) -> int:
             step, state = _restore(
                 config.restore_from, state_bytes=config.state_bytes, member=config.member
             )
-        except (OSError, ValueError, checkpoint_format.CheckpointError) as error:
+        except (OSError, ValueError, CheckpointError, checkpoint_format.Problem) as error:
             reason = f"refusing to restore from {config.restore_from}: {error}"
             _warn(reason)
             _write_termination_message(

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 
 from emulator.kubelet import launch, runtime, worker
-from kontinue import checkpoint_format as kontinue_checkpoint
-from kontinue import keys
-from reference_workload import checkpoint_format, trainer
+from kontinue import checkpoint_format, keys
+from reference_workload import trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,7 +107,7 @@ def test_sigterm_saves_reports_and_exits_143_then_restore_continues(
     assert message["kontinue"] == "saved"
     assert message["step"] == saved_step
     manifest = checkpoint_format.verify(first.checkpoint_dir)
-    assert manifest.step == saved_step
+    assert trainer.saved_step(manifest) == saved_step
     assert message["bytes"] == manifest.total_bytes > 65536
     assert float(message["seconds"]) >= 0.3
 
@@ -141,7 +140,7 @@ def test_restored_state_equals_an_uninterrupted_run(tmp_path: Path, procs: list[
     first.read_until("PROGRESS step=10 ")
     first.proc.send_signal(signal.SIGTERM)
     assert first.finish()[0] == 143
-    saved = checkpoint_format.verify(first.checkpoint_dir).step
+    saved = trainer.saved_step(checkpoint_format.verify(first.checkpoint_dir))
     state = bytearray((first.checkpoint_dir / trainer.STATE_FILE).read_bytes())
     fresh = bytearray(97)
     for step in range(saved):
@@ -170,7 +169,7 @@ def test_save_slower_than_grace_is_killed_and_leaves_a_rejected_torn_directory(
     assert state.stat().st_size > 0
     assert not (slow.checkpoint_dir / checkpoint_format.MANIFEST_NAME).exists()
     assert not slow.termination_log.exists()
-    with pytest.raises(checkpoint_format.CheckpointError, match="torn or incomplete"):
+    with pytest.raises(checkpoint_format.Problem, match="the save never finished"):
         checkpoint_format.verify(slow.checkpoint_dir)
 
     refused = Trainer(tmp_path / "b", "--rate", "200", restore_from=slow.checkpoint_dir)
@@ -178,7 +177,7 @@ def test_save_slower_than_grace_is_killed_and_leaves_a_rejected_torn_directory(
     code, out, err = refused.finish()
     assert code == trainer.EXIT_RESTORE_REFUSED
     assert "PROGRESS" not in out
-    assert "torn or incomplete" in err
+    assert "the save never finished" in err
     assert json.loads(refused.termination_log.read_text())["kontinue"] == "restore-refused"
 
 
@@ -283,7 +282,7 @@ async def test_trainer_pod_saves_on_node_a_and_restores_on_node_b(tmp_path: Path
         assert message["kontinue"] == "saved"
         saved = tmp_path / "shared" / "hostpath" / "var/kontinue/checkpoints" / "uid-first"
         assert message["path"] == str(saved)
-        assert checkpoint_format.verify(saved).step == message["step"] >= 20
+        assert trainer.saved_step(checkpoint_format.verify(saved)) == message["step"] >= 20
 
         restore = [{"name": "KONTINUE_RESTORE_FROM", "value": "/ckpt/uid-first"}]
         second, _ = await _run_and_delete(_trainer_pod("second", env=restore, grace=5), node_b, rt)
@@ -311,33 +310,34 @@ async def test_trainer_pod_saving_slower_than_grace_is_killed_137_and_torn(tmp_p
         assert kill.sigkill_at is not None
         torn = tmp_path / "shared" / "hostpath" / "var/kontinue/checkpoints" / "uid-slow"
         assert (torn / trainer.STATE_FILE).stat().st_size > 0
-        with pytest.raises(checkpoint_format.CheckpointError, match="torn or incomplete"):
+        with pytest.raises(checkpoint_format.Problem, match="the save never finished"):
             checkpoint_format.verify(torn)
     finally:
         await rt.close()
 
 
-def test_kontinue_generic_check_accepts_trainer_checkpoints_and_refuses_torn_ones(
+def test_trainer_checkpoints_pass_the_restore_check_and_altered_ones_do_not(
     tmp_path: Path,
 ) -> None:
-    """The restore init-container's check (kontinue.checkpoint_format) agrees with the trainer's."""
+    """The trainer writes through kontinue.checkpoint_format, the check the restore
+    init-container runs: its directory verifies, same-size altered content and a missing
+    manifest do not, and the trainer itself refuses both."""
     good = tmp_path / "good"
-    written = checkpoint_format.write(
-        good, step=7, files=[(trainer.STATE_FILE, b"\x01" * 1000), (trainer.TRAINER_FILE, b"{}")]
-    )
-    assert kontinue_checkpoint.verify(good).total_bytes == written.total_bytes == 1002
+    written = trainer.save_checkpoint(good, step=7, state=b"\x01" * 1000)
+    assert checkpoint_format.verify(good) == written
+    assert trainer.saved_step(written) == 7
+    assert {e.path for e in written.files} == {trainer.STATE_FILE, trainer.TRAINER_FILE}
+    assert trainer._restore(good, state_bytes=1000) == (7, bytearray(b"\x01" * 1000))
     (good / trainer.STATE_FILE).write_bytes(b"\x02" * 1000)  # same size, other content
-    with pytest.raises(kontinue_checkpoint.Problem):
-        kontinue_checkpoint.verify(good)
-    with pytest.raises(checkpoint_format.CheckpointError, match="sha256"):
-        checkpoint_format.verify(good)
+    with pytest.raises(checkpoint_format.Problem, match="sha256 mismatch"):
+        trainer._restore(good, state_bytes=1000)
 
     torn = tmp_path / "torn"
     torn.mkdir()
     (torn / trainer.STATE_FILE).write_bytes(b"\x01" * 10)  # data written, manifest never came
-    with pytest.raises(kontinue_checkpoint.Problem) as caught:
-        kontinue_checkpoint.verify(torn)
-    assert caught.value.cause is kontinue_checkpoint.Cause.TORN
+    with pytest.raises(checkpoint_format.Problem) as caught:
+        trainer._restore(torn, state_bytes=10)
+    assert caught.value.cause is checkpoint_format.Cause.TORN
 
 
 def test_the_trainer_records_its_member_and_refuses_another_members_directory(
@@ -360,7 +360,7 @@ def test_the_trainer_records_its_member_and_refuses_another_members_directory(
     procs.append(other)
     code, _, err = other.finish()
     assert code == trainer.EXIT_RESTORE_REFUSED, err
-    assert "saved by member index=0, this pod is index=1" in err
+    assert "saved by member 'index=0', not by this pod's 'index=1'" in err
 
     same = Trainer(
         tmp_path / "c", "--steps", "1000000", restore_from=first.checkpoint_dir, member="index=0"

@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 
 from emulator import cluster, gpus, nodes
-from kontinue import keys
+from kontinue import checkpoint_format, keys
 from kontinue.kube import resources
-from reference_workload import checkpoint_format
+from reference_workload import trainer
 from tests.integration.cluster import workloads
 from tests.integration.cluster.test_kueue import Env, Recorder, cond, summary
 from tests.waiting import eventually
@@ -91,7 +91,7 @@ async def test_kueue_preempts_a_running_trainer_which_saves_and_is_readmitted(
         directory = (
             tmp_path / "shared/hostpath/var/kontinue/checkpoints" / victim["metadata"]["uid"]
         )
-        assert checkpoint_format.verify(directory).step == saved["step"]
+        assert trainer.saved_step(checkpoint_format.verify(directory)) == saved["step"]
 
         # the Workload went through the upstream sequence
         name = low_wl["metadata"]["name"]

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 from emulator import cluster, gpus, nodes
-from kontinue import keys
+from kontinue import checkpoint_format, keys
 from kontinue.kube import resources
-from reference_workload import checkpoint_format
+from reference_workload import trainer
 from tests.integration.cluster import recording, workloads
 
 ONE_GPU = gpus.GpuProfile(count=1)
@@ -90,7 +90,7 @@ async def test_high_priority_pod_preempts_low_priority_job(tmp_path: Path) -> No
         directory = (
             tmp_path / "shared/hostpath/var/kontinue/checkpoints" / victim["metadata"]["uid"]
         )
-        assert checkpoint_format.verify(directory).step == saved["step"]
+        assert trainer.saved_step(checkpoint_format.verify(directory)) == saved["step"]
         assert keys.POD_CONDITION_DISRUPTION_TARGET in [
             c["type"] for c in terminal["status"]["conditions"]
         ]

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from emulator import cluster, gpus, nodes
-from kontinue import keys
+from kontinue import checkpoint_format, keys
 from kontinue.kube import resources
-from reference_workload import checkpoint_format
+from reference_workload import trainer
 from tests.integration.cluster import recording, workloads
 
 Obj = dict[str, Any]
@@ -147,7 +147,7 @@ async def test_high_priority_vcjob_reclaims_gpus_and_the_victim_is_recreated(
     assert ended["exitCode"] == 143
     saved = json.loads(ended["message"])
     directory = tmp_path / "shared/hostpath/var/kontinue/checkpoints" / meta["uid"]
-    assert checkpoint_format.verify(directory).step == saved["step"]
+    assert trainer.saved_step(checkpoint_format.verify(directory)) == saved["step"]
 
     events = (await admin.list(resources.EVENTS, namespace=NS))["items"]
     evict = [

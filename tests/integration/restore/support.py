@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from kontinue import checkpoint_format, keys, restore
-from reference_workload import checkpoint_format as trainer_format
+from reference_workload import trainer
 
 ROOT = Path(__file__).resolve().parents[3]
 PR_CAPBSET_DROP = 24  # linux/prctl.h
@@ -65,9 +65,7 @@ def run(
 
 def trainer_checkpoint(directory: Path, *, step: int = 7) -> None:
     """A directory written by the reference trainer's writer (data files, then manifest)."""
-    trainer_format.write(
-        directory, step=step, files=[("state.bin", os.urandom(4096)), ("trainer.json", b"{}")]
-    )
+    trainer.save_checkpoint(directory, step=step, state=os.urandom(4096))
 
 
 def generic_checkpoint(directory: Path) -> None:

@@ -1,7 +1,7 @@
 """The restore program (``python -m kontinue.restore``) as a real subprocess on real directories.
 
 Directories are written the way workloads write them: the reference trainer's own writer
-(reference_workload.checkpoint_format, the format this entrypoint must accept) and Kontinue's
+(reference_workload.trainer.save_checkpoint, the format this entrypoint must accept) and Kontinue's
 generic :func:`kontinue.checkpoint_format.write_manifest`; then damaged the way real failures
 damage them (no manifest after a SIGKILL, a truncated file, a file that cannot be read).
 """
