@@ -9,6 +9,10 @@ The webhook (webhook/plumbing.py) gives every main container of an opted-in pod:
   workload must then start cold (webhook/plumbing.py, module docstring);
 - ``KONTINUE_MEMBER``: the pod's member identity (e.g. ``index=1``), recorded in the manifest so
   the restore program refuses another member's directory;
+- ``KONTINUE_RESTORE_MEMBER``: with a restore, the identity whose state ``KONTINUE_RESTORE_FROM``
+  holds: the pod's own, or rank 0's under the policy's consistency ``shared`` (docs/api.md,
+  "Consistency"), where every pod restores rank 0's member. A restore is checked against it
+  (else against ``KONTINUE_MEMBER``); a save always records ``KONTINUE_MEMBER``;
 - ``KONTINUE_TERMINATION_LOG``: where the termination message goes when no runtime mounts
   ``/dev/termination-log`` (the emulated kubelet, local runs).
 
@@ -33,11 +37,18 @@ class Environment:
     restore_from: Path | None
     termination_log: Path
     member: str | None
+    restore_member: str | None = None
+    """The identity a restore must have been saved by (``KONTINUE_RESTORE_MEMBER``, else
+    ``KONTINUE_MEMBER``; ``None``: unknown, not checked)."""
 
     @property
     def in_kontinue(self) -> bool:
         """True when Kontinue plumbed this container (it has somewhere to save)."""
         return self.checkpoint_dir is not None
+
+
+def _text(environ: Mapping[str, str], name: str) -> str | None:
+    return environ.get(name, "").strip() or None
 
 
 def _path(environ: Mapping[str, str], name: str) -> Path | None:
@@ -47,9 +58,11 @@ def _path(environ: Mapping[str, str], name: str) -> Path | None:
 
 def read(environ: Mapping[str, str]) -> Environment:
     """The Kontinue variables of ``environ``; unset and empty mean the same."""
+    member = _text(environ, keys.ENV_MEMBER)
     return Environment(
         checkpoint_dir=_path(environ, keys.ENV_CHECKPOINT_DIR),
         restore_from=_path(environ, keys.ENV_RESTORE_FROM),
         termination_log=_path(environ, keys.ENV_TERMINATION_LOG) or DEFAULT_TERMINATION_LOG,
-        member=environ.get(keys.ENV_MEMBER, "").strip() or None,
+        member=member,
+        restore_member=_text(environ, keys.ENV_RESTORE_MEMBER) or member,
     )

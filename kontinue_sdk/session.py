@@ -5,7 +5,8 @@
 
 - :meth:`Session.resume` installs the signal handlers and, when ``KONTINUE_RESTORE_FROM`` holds a
   checkpoint, verifies it (the manifest of kontinue/checkpoint_format.py, every file's size and
-  sha256, the member identity) and hands it to the ``load`` callback; it returns the step to
+  sha256, the member identity: ``KONTINUE_RESTORE_MEMBER``, else ``KONTINUE_MEMBER``) and hands
+  it to the ``load`` callback; it returns the step to
   continue from (0 for a fresh start). A torn or foreign checkpoint is refused: exit 3, with the
   reason on stderr and in the termination message — never a silent start from garbage.
 - ``SIGTERM`` sets a flag; the next :meth:`Session.step` saves through the ``save`` callback into
@@ -148,14 +149,10 @@ class Session:
         if directory is None or not (directory.is_symlink() or directory.exists()):
             return None
         try:
-            manifest = checkpoint_format.verify(directory)
+            # the member whose state this pod restores: its own, rank 0's under ``shared``
+            manifest = checkpoint_format.verify(directory, member=self.env.restore_member)
         except checkpoint_format.Problem as problem:
             raise RestoreRefused(str(problem)) from None
-        saved_member = manifest.extra.get(keys.MANIFEST_MEMBER_KEY)
-        if self.env.member and saved_member and saved_member != self.env.member:
-            raise RestoreRefused(
-                f"{directory}: saved by member {saved_member!r}, this pod is {self.env.member!r}"
-            )
         step = manifest.extra.get("step")
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
             raise RestoreRefused(f"{directory}: manifest has no step (not a {FORMAT} checkpoint)")

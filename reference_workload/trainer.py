@@ -75,7 +75,10 @@ class Config:
     restore_from: Path | None = None
     termination_log: Path = environment.DEFAULT_TERMINATION_LOG
     member: str | None = None
-    """``KONTINUE_MEMBER``: recorded in every save; a directory saved by another is refused."""
+    """``KONTINUE_MEMBER``: recorded in every save."""
+    restore_member: str | None = None
+    """``KONTINUE_RESTORE_MEMBER`` (else ``KONTINUE_MEMBER``): a restore saved by another member
+    is refused (kontinue_sdk/environment.py)."""
 
 
 def _number(raw: str, *, name: str, kind: type[int] | type[float], minimum: float) -> float:
@@ -141,6 +144,7 @@ def parse_config(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
         restore_from=contract.restore_from,
         termination_log=contract.termination_log,
         member=contract.member,
+        restore_member=contract.restore_member,
     )
 
 
@@ -294,7 +298,7 @@ def run(config: Config) -> int:
     if config.restore_from is not None:
         try:
             step, state = _restore(
-                config.restore_from, state_bytes=config.state_bytes, member=config.member
+                config.restore_from, state_bytes=config.state_bytes, member=config.restore_member
             )
         except (OSError, ValueError, CheckpointError, checkpoint_format.Problem) as error:
             reason = f"refusing to restore from {config.restore_from}: {error}"

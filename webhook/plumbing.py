@@ -15,7 +15,9 @@ Pod (CREATE), per its ``CheckpointPolicy`` (docs/webhook.md, "Mutating"; docs/wo
 * ``terminationGracePeriodSeconds`` raised to the policy minimum, never lowered;
 * the lineage annotation and the ``kontinue.dev/checkpoint`` finalizer;
 * with a restore: the ``kontinue-restore`` init container (first, so the user's init containers
-  already see the restored state), ``KONTINUE_RESTORE_FROM`` in every main container, the
+  already see the restored state), ``KONTINUE_RESTORE_FROM`` and ``KONTINUE_RESTORE_MEMBER`` (the
+  identity whose state it brings: the pod's own, rank 0's under consistency ``shared``) in every
+  main container, the
   ``kontinue.dev/restore-from`` annotation and required node affinity; without one, the
   ``kontinue.dev/cold-start-reason`` annotation.
 
@@ -63,7 +65,13 @@ ENV_RESTORE_CHECKPOINT = keys.ENV_RESTORE_CHECKPOINT
 ENV_WAIT_CHECKPOINT = keys.ENV_WAIT_CHECKPOINT
 ENV_WAIT_SECONDS = keys.ENV_WAIT_SECONDS
 RESERVED_ENV = frozenset(
-    {keys.ENV_POD_UID, keys.ENV_CHECKPOINT_DIR, keys.ENV_RESTORE_FROM, keys.ENV_MEMBER}
+    {
+        keys.ENV_POD_UID,
+        keys.ENV_CHECKPOINT_DIR,
+        keys.ENV_RESTORE_FROM,
+        keys.ENV_RESTORE_MEMBER,
+        keys.ENV_MEMBER,
+    }
 )
 
 
@@ -117,7 +125,9 @@ def _volume(policy: policy_model.CheckpointPolicy) -> Obj:
     }
 
 
-def _env(*, checkpoint_dir: str, restore: bool, member: str) -> list[Obj]:
+def _env(*, checkpoint_dir: str, member: str, restore_member: str | None) -> list[Obj]:
+    """Our env of every main container (and the restore init-container); ``restore_member``:
+    the identity whose state a planned restore brings (``None``: no restore)."""
     env: list[Obj] = [
         {
             "name": keys.ENV_POD_UID,
@@ -126,8 +136,11 @@ def _env(*, checkpoint_dir: str, restore: bool, member: str) -> list[Obj]:
         {"name": keys.ENV_CHECKPOINT_DIR, "value": checkpoint_dir},
         {"name": keys.ENV_MEMBER, "value": member},
     ]
-    if restore:
-        env.append({"name": keys.ENV_RESTORE_FROM, "value": RESTORE_LINK})
+    if restore_member is not None:
+        env += [
+            {"name": keys.ENV_RESTORE_FROM, "value": RESTORE_LINK},
+            {"name": keys.ENV_RESTORE_MEMBER, "value": restore_member},
+        ]
     return env
 
 
@@ -149,7 +162,9 @@ def _init_container(
     security_context: Obj | None,
     member: str,
 ) -> Obj:
-    env = _env(checkpoint_dir=checkpoint_dir, restore=True, member=member)
+    env = _env(
+        checkpoint_dir=checkpoint_dir, member=member, restore_member=restore.member or member
+    )
     wait_for = restore.wait_for
     wait_seconds = str(policy.spec.restore.wait_for_saving_seconds)
     if restore.gated:
@@ -170,7 +185,6 @@ def _init_container(
         {"name": keys.ENV_WAIT_FOR, "value": wait_for},
         {"name": ENV_WAIT_CHECKPOINT, "value": restore.wait_for_checkpoint},
         {"name": ENV_WAIT_SECONDS, "value": wait_seconds},
-        {"name": keys.ENV_RESTORE_MEMBER, "value": restore.member or member},
     ]
     container: Obj = {
         "name": keys.RESTORE_INIT_CONTAINER,
@@ -352,7 +366,9 @@ def plumb_pod(
                 "op": "add" if user_env is None else "replace",
                 "path": f"/spec/containers/{i}/env",
                 "value": _env(
-                    checkpoint_dir=checkpoint_dir, restore=restore is not None, member=member
+                    checkpoint_dir=checkpoint_dir,
+                    member=member,
+                    restore_member=None if restore is None else restore.member or member,
                 )
                 + kept,
             }

@@ -38,15 +38,18 @@ STEP = re.compile(r"^STEP (\d+) (.*)$", re.MULTILINE)
 DONE = re.compile(r"^DONE (.*)$", re.MULTILINE)
 
 
-def policy(grace: int) -> Obj:
+def policy(grace: int, *, consistency: str | None = None) -> Obj:
+    spec: Obj = {
+        "storage": {"hostPath": {"path": "/var/kontinue"}, "mountPath": "/ckpt"},
+        "minGracePeriodSeconds": grace,
+    }
+    if consistency is not None:
+        spec["restore"] = {"consistency": consistency}
     return {
         "apiVersion": keys.API_VERSION,
         "kind": "CheckpointPolicy",
         "metadata": {"name": "sdk"},
-        "spec": {
-            "storage": {"hostPath": {"path": "/var/kontinue"}, "mountPath": "/ckpt"},
-            "minGracePeriodSeconds": grace,
-        },
+        "spec": spec,
     }
 
 
@@ -209,7 +212,12 @@ async def _eventually(check: Callable[[], Awaitable[bool]], *, within: float, wh
 
 @contextlib.asynccontextmanager
 async def running(
-    tmp_path: Path, *, opted_in: bool, quota: int = 1, grace: int = 30
+    tmp_path: Path,
+    *,
+    opted_in: bool,
+    quota: int = 1,
+    grace: int = 30,
+    consistency: str | None = None,
 ) -> AsyncIterator[Cluster]:
     """Two nodes of one GPU each; the ClusterQueue's quota is ``quota`` GPUs."""
     specs = [nodes.NodeSpec(name, gpu=gpus.GpuProfile(count=1)) for name in ("a", "b")]
@@ -217,7 +225,7 @@ async def running(
         workdir=tmp_path,
         node_specs=specs,
         with_kontinue=opted_in,
-        policy=policy(grace) if opted_in else None,
+        policy=policy(grace, consistency=consistency) if opted_in else None,
     ) as st:
         await Env(st.cluster.api).setup_queues(gpus=quota)
         if opted_in:

@@ -168,7 +168,7 @@ def test_a_torn_directory_or_another_members_is_refused_with_exit_3(
     checkpoint_format.write_manifest(foreign, extra={"step": 2, "member": "index=1"})
     for name, source, reason in [
         ("torn", torn, "the save never finished"),
-        ("foreign", foreign, "saved by member 'index=1', this pod is 'index=0'"),
+        ("foreign", foreign, "saved by member 'index=1', not by this pod's 'index=0'"),
     ]:
         run = Run(
             tmp_path / name / "run",
@@ -185,6 +185,46 @@ def test_a_torn_directory_or_another_members_is_refused_with_exit_3(
         message = json.loads(run.termination_log.read_text())
         assert message["kontinue"] == "restore-refused"
         assert reason in message["reason"]
+
+
+def test_under_shared_a_pod_restores_the_member_the_webhook_names_and_saves_as_itself(
+    tmp_path: Path, runs: list[Run]
+) -> None:
+    """Consistency ``shared`` (docs/api.md): the pod of ``index=1`` restores rank 0's member,
+    named by ``KONTINUE_RESTORE_MEMBER`` (webhook/plumbing.py); its own save records
+    ``index=1``. A directory of any other member is still refused."""
+    rank0 = tmp_path / "rank0"
+    rank0.mkdir()
+    (rank0 / "state.json").write_text('{"total": 10}')
+    checkpoint_format.write_manifest(rank0, extra={"step": 5}, member="index=0")
+    env = {
+        keys.ENV_RESTORE_FROM: str(rank0),
+        keys.ENV_MEMBER: "index=1",
+        keys.ENV_RESTORE_MEMBER: "index=0",
+    }
+    shared = Run(
+        tmp_path / "shared", 1000000, KONTINUE_CHECKPOINT_DIR=str(tmp_path / "ckpt"), **env
+    )
+    runs.append(shared)
+    assert shared.read_until("START") == "START 5"
+    shared.read_until("STEP 7")
+    shared.proc.send_signal(signal.SIGTERM)
+    code, _, err = shared.finish()
+    assert code == sdk_session.EXIT_PREEMPTED, err
+    saved = checkpoint_format.verify(tmp_path / "ckpt", member="index=1")
+    assert saved.member == "index=1"
+    assert saved.extra["step"] >= 7
+
+    other = Run(
+        tmp_path / "other",
+        10,
+        KONTINUE_CHECKPOINT_DIR=str(tmp_path / "other-ckpt"),
+        **{**env, keys.ENV_RESTORE_MEMBER: "index=2"},
+    )
+    runs.append(other)
+    code, out, err = other.finish()
+    assert code == sdk_session.EXIT_RESTORE_REFUSED, err
+    assert "saved by member 'index=0', not by this pod's 'index=2'" in err
 
 
 def test_an_absent_restore_link_is_a_cold_start_a_dangling_one_is_refused(

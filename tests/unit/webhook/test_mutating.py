@@ -786,6 +786,41 @@ def test_a_multi_member_set_still_saving_gates_the_pod_on_the_bridges_verdict() 
     assert "schedulingGates" not in out["spec"]
 
 
+def test_under_shared_every_container_is_told_the_member_it_restores() -> None:
+    """Consistency ``shared``: index 1 restores rank 0's member. The restore init-container and
+    every main container get ``KONTINUE_RESTORE_MEMBER=index=0`` (what the workload SDK checks
+    the manifest against, kontinue_sdk/environment.py) beside ``KONTINUE_MEMBER=index=1`` (what
+    its next save records); a user's own value of it is replaced, with a warning."""
+    pod = support.kueue_pod()
+    pod["metadata"]["annotations"] = {keys.JOB_COMPLETION_INDEX_ANNOTATION: "1"}
+    pod["spec"]["containers"][0]["env"] = [{"name": keys.ENV_RESTORE_MEMBER, "value": "mine"}]
+    owner = support.lineage_of(pod)
+    whole = support.make_checkpoint(
+        "cp", lineage=owner, minutes_ago=5, members=[("a0", "uid-a0", 0), ("a1", "uid-a1", 1)]
+    )
+    snap = _with_checkpoints(pod, whole)
+    snap.policies["default"] = support.checkpoint_policy(
+        "default", {"restore": {"consistency": "shared"}}
+    )
+    verdict = _mutate(pod, snap)
+    out = support.apply_patch(pod, verdict.patch)
+    assert support.pod_errors(out) == []
+    init = _env(out["spec"]["initContainers"][0])
+    assert init[plumbing.ENV_RESTORE_SOURCE]["value"].endswith("/uid-a0")
+    for env in (init, _env(out["spec"]["containers"][0])):
+        assert env[keys.ENV_MEMBER]["value"] == "index=1"
+        assert env[keys.ENV_RESTORE_MEMBER]["value"] == "index=0"
+    names = [e["name"] for e in out["spec"]["containers"][0]["env"]]
+    assert names.count(keys.ENV_RESTORE_MEMBER) == 1
+    assert any(keys.ENV_RESTORE_MEMBER in w and "replaced" in w for w in verdict.warnings)
+
+    # coupled (the default): its own member, and a cold start has no restore variables at all
+    out = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod, whole)).patch)
+    assert _env(out["spec"]["containers"][0])[keys.ENV_RESTORE_MEMBER]["value"] == "index=1"
+    cold = support.apply_patch(pod, _mutate(pod, _with_checkpoints(pod)).patch)
+    assert keys.ENV_RESTORE_MEMBER not in _env(cold["spec"]["containers"][0])
+
+
 def test_a_non_indexed_job_with_parallelism_is_warned_it_can_only_share_state() -> None:
     job = _job(podFailurePolicy=None)
     job["spec"]["parallelism"] = 3
