@@ -1,39 +1,29 @@
 """``move``, ``drain``, ``defrag``: carry out a :mod:`~kubectl_kontinue.planning` plan.
 
-A move of one pod is two writes (kontinue/moving.py explains the protocol): a merge patch that
-puts the ``kontinue.dev/move`` annotation on the pod, then a POST to its ``eviction``
-subresource — what ``kubectl drain`` sends, so PodDisruptionBudgets are respected: a 429 from
-a budget is retried every few seconds until ``--timeout``, as kubectl drain does. The queue
-system is not involved (its Workload stays admitted); the Job replaces the pod, Kontinue's
-bridge records a ``Manual`` Checkpoint and its webhook restores the successor where the move
-asked. The Job's ``podFailurePolicy`` (set by Kontinue's webhook) ignores pods with
-``DisruptionTarget``, so a move never counts against ``backoffLimit``.
-
-``--wait`` follows each moved lineage until as many restored pods as were moved run, and
-prints where each went, from which set (and step, when recorded) and the handover time (from
-the eviction to the successor Running).
+Each command gathers the cluster, asks :mod:`~kubectl_kontinue.planning` for a plan (or a
+refusal), prints it, and carries it out with the writes and waits of
+:mod:`~kubectl_kontinue.evicting`: mark each pod with the move, evict it through the Eviction API
+(PodDisruptionBudgets respected). The queue system is not involved (its Workload stays
+admitted); the Job replaces the pod, Kontinue's bridge records a ``Manual`` Checkpoint and its
+webhook restores the successor where the move asked. The Job's ``podFailurePolicy`` (set by
+Kontinue's webhook) ignores pods with ``DisruptionTarget``, so a move never counts against
+``backoffLimit``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import dataclasses
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TextIO
 
-from kontinue import keys, moving
+from kontinue import moving
 from kontinue.kube import api as kube_api
-from kontinue.kube import errors, resources
-from kontinue.models import base, core
-from kubectl_kontinue import commands, gathering, lineages, planning, printing
+from kontinue.kube import resources
+from kubectl_kontinue import commands, evicting, gathering, planning, printing
 
 Obj = dict[str, Any]
-POLL_SECONDS = 0.25
-BUDGET_RETRY_SECONDS = 5.0
-"""kubectl drain's wait between evictions a PodDisruptionBudget refused (pkg/drain/drain.go)."""
 
 _WORLD = [
     gathering.PODS,
@@ -42,117 +32,6 @@ _WORLD = [
     gathering.QUEUES,
     gathering.NODES,
 ]
-
-
-def _say(out: TextIO, text: str) -> None:
-    print(text, file=out, flush=True)
-
-
-async def mark(kube: kube_api.Api, pod: core.Pod, move: moving.Move) -> None:
-    """Write the move request on the pod the eviction will take (see kontinue/moving.py)."""
-    await kube.merge_patch(
-        resources.PODS,
-        pod.name,
-        {"metadata": {"annotations": {moving.ANNOTATION: move.encode()}}},
-        namespace=pod.namespace,
-    )
-
-
-async def evict(kube: kube_api.Api, pod: core.Pod, *, deadline: float, out: TextIO) -> bool:
-    """Evict through the Eviction API; ``False`` when the pod was already gone.
-
-    429 (a PodDisruptionBudget forbids it now) is retried until ``deadline``, then refused.
-    """
-    said = False
-    while True:
-        try:
-            await kube.evict(pod.name, namespace=pod.namespace)
-            return True
-        except errors.NotFound:
-            return False
-        except errors.TooManyRequests as exc:
-            if time.monotonic() > deadline:
-                raise commands.Refused(
-                    f"eviction of {pod.namespace}/{pod.name} still refused at the timeout: {exc}"
-                ) from exc
-            if not said:
-                _say(out, f"  {pod.namespace}/{pod.name}: waiting: {exc}")
-                said = True
-            await asyncio.sleep(min(BUDGET_RETRY_SECONDS, max(0.5, exc.retry_after or 0)))
-
-
-@dataclasses.dataclass(frozen=True)
-class Arrival:
-    """A restored successor pod of a moved lineage."""
-
-    pod: core.Pod
-    checkpoint: str
-    step: int | None
-    handover: float
-
-
-def _running(pod: core.Pod) -> bool:
-    phase = pod.status.phase if pod.status else None
-    return phase == "Running" and pod.metadata.deletion_timestamp is None
-
-
-async def wait_arrivals(
-    kube: kube_api.Api,
-    *,
-    lineage_key: tuple[str, str],
-    old: set[str],
-    count: int,
-    evicted_at: float,
-    deadline: float,
-) -> list[Arrival]:
-    """Poll the namespace until ``count`` restored, running successors of the lineage exist."""
-    namespace, owner_uid = lineage_key
-    seen: dict[str, float] = {}
-    while True:
-        listed = await gathering.list_all(kube, resources.PODS, namespace=namespace)
-        now = time.monotonic()
-        arrivals: list[core.Pod] = []
-        for raw in listed:
-            pod = base.parse(core.Pod, raw)
-            lin = lineages.pod_lineage(pod)
-            if lin is None or lin.owner_uid != owner_uid or pod.metadata.uid in old:
-                continue
-            if _running(pod) and pod.metadata.annotation(keys.RESTORE_FROM_ANNOTATION):
-                seen.setdefault(pod.name, now)
-                arrivals.append(pod)
-        if len(arrivals) >= count:
-            checkpoints = await gathering.list_all(kube, resources.CHECKPOINTS, namespace=namespace)
-            by_name = {c["metadata"]["name"]: c for c in checkpoints}
-            result = []
-            for pod in sorted(arrivals, key=lambda p: p.name):
-                name = pod.metadata.annotation(keys.RESTORE_FROM_ANNOTATION) or ""
-                step = _step(by_name.get(name))
-                result.append(Arrival(pod, name, step, seen[pod.name] - evicted_at))
-            return result
-        if now > deadline:
-            raise commands.Refused(
-                f"timed out waiting for restored pods ({len(arrivals)}/{count} running); "
-                "kubectl kontinue describe shows how far it got"
-            )
-        await asyncio.sleep(POLL_SECONDS)
-
-
-def _step(raw: Obj | None) -> int | None:
-    if raw is None:
-        return None
-    steps = {m.get("step") for m in (raw.get("status") or {}).get("members") or []}
-    if len(steps) == 1:
-        (step,) = steps
-        return step if isinstance(step, int) else None
-    return None
-
-
-def _arrival_line(old_node: str, arrival: Arrival) -> str:
-    step = f", step {arrival.step}" if arrival.step is not None else ""
-    return (
-        f"  {arrival.pod.name} running on {arrival.pod.spec.node_name} (was {old_node}), "
-        f"restored from {arrival.checkpoint}{step}; handover {printing.seconds(arrival.handover)}"
-    )
 
 
 # --- move --------------------------------------------------------------------------------------
@@ -201,48 +80,8 @@ async def move(args: argparse.Namespace, kube: kube_api.Api, namespace: str, out
     except planning.Refusal as exc:
         raise commands.Refused(str(exc)) from exc
     deadline = time.monotonic() + args.timeout
-    await run_moves([plan], kube, deadline=deadline, wait=args.wait, out=out)
+    await evicting.run_moves([plan], kube, deadline=deadline, wait=args.wait, out=out)
     return 0
-
-
-async def run_moves(
-    plans: Sequence[planning.MovePlan],
-    kube: kube_api.Api,
-    *,
-    deadline: float,
-    wait: bool,
-    out: TextIO,
-) -> list[Arrival]:
-    """Mark and evict every pod of every plan, then (``wait``) follow each to its arrival."""
-    started: list[tuple[planning.MovePlan, float]] = []
-    for plan in plans:
-        where = ", ".join(f"{p.name} on {p.spec.node_name}" for p in plan.pods)
-        _say(out, f"moving {plan.lineage.owner} ({where}) {plan.move.request}")
-        for pod in plan.pods:
-            await mark(kube, pod, plan.move)
-        evicted_at = time.monotonic()
-        for pod in plan.pods:
-            await evict(kube, pod, deadline=deadline, out=out)
-        started.append((plan, evicted_at))
-    if not wait:
-        _say(out, "evicted; follow it with: kubectl kontinue describe " + plans[-1].lineage.owner)
-        return []
-    arrivals: list[Arrival] = []
-    for plan, evicted_at in started:
-        got = await wait_arrivals(
-            kube,
-            lineage_key=(plan.lineage.lineage.namespace, plan.lineage.lineage.owner_uid),
-            old={p.metadata.uid or "" for p in plan.pods},
-            count=len(plan.pods),
-            evicted_at=evicted_at,
-            deadline=deadline,
-        )
-        old_nodes = sorted({p.spec.node_name or "" for p in plan.pods})
-        _say(out, f"{plan.lineage.owner} moved:")
-        for arrival in got:
-            _say(out, _arrival_line(",".join(old_nodes), arrival))
-        arrivals += got
-    return arrivals
 
 
 # --- drain -------------------------------------------------------------------------------------
@@ -279,31 +118,31 @@ async def drain(args: argparse.Namespace, kube: kube_api.Api, namespace: str, ou
     except planning.Refusal as exc:
         raise commands.Refused(str(exc)) from exc
     await kube.merge_patch(resources.NODES, args.node, {"spec": {"unschedulable": True}})
-    _say(out, f"node/{args.node} cordoned")
+    evicting.say(out, f"node/{args.node} cordoned")
     for pod, why in plan.ignored:
-        _say(out, f"ignoring {pod.namespace}/{pod.name} ({why})")
+        evicting.say(out, f"ignoring {pod.namespace}/{pod.name} ({why})")
     for warning in plan.warnings:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
     deadline = time.monotonic() + args.timeout
     for item in plan.moves:
-        await mark(kube, item.pod, item.move)
+        await evicting.mark(kube, item.pod, item.move)
     evicted_at = time.monotonic()
     for item in plan.moves:
-        await evict(kube, item.pod, deadline=deadline, out=out)
-        _say(out, f"evicting {item.pod.namespace}/{item.pod.name} (checkpoint and move)")
+        await evicting.evict(kube, item.pod, deadline=deadline, out=out)
+        evicting.say(out, f"evicting {item.pod.namespace}/{item.pod.name} (checkpoint and move)")
     for pod in plan.evictions:
-        await evict(kube, pod, deadline=deadline, out=out)
-        _say(out, f"evicting {pod.namespace}/{pod.name}")
+        await evicting.evict(kube, pod, deadline=deadline, out=out)
+        evicting.say(out, f"evicting {pod.namespace}/{pod.name}")
     if not args.wait:
-        _say(out, f"node/{args.node} drain started")
+        evicting.say(out, f"node/{args.node} drain started")
         return 0
     every = [i.pod for i in plan.moves] + list(plan.evictions)
-    await _wait_gone(kube, every, deadline=deadline)
+    await evicting.wait_gone(kube, every, deadline=deadline)
     groups: dict[tuple[str, str], list[planning.PodMove]] = {}
     for item in plan.moves:
         groups.setdefault((item.lineage.namespace, item.lineage.owner_uid), []).append(item)
     for key, items in groups.items():
-        got = await wait_arrivals(
+        got = await evicting.wait_arrivals(
             kube,
             lineage_key=key,
             old={i.pod.metadata.uid or "" for i in items},
@@ -312,29 +151,10 @@ async def drain(args: argparse.Namespace, kube: kube_api.Api, namespace: str, ou
             deadline=deadline,
         )
         for item, arrival in zip(sorted(items, key=lambda i: i.pod.name), got, strict=False):
-            _say(out, f"{item.pod.namespace}/{item.pod.name} moved:")
-            _say(out, _arrival_line(args.node, arrival))
-    _say(out, f"node/{args.node} drained")
+            evicting.say(out, f"{item.pod.namespace}/{item.pod.name} moved:")
+            evicting.say(out, evicting.arrival_line(args.node, arrival))
+    evicting.say(out, f"node/{args.node} drained")
     return 0
-
-
-async def _wait_gone(kube: kube_api.Api, pods: Sequence[core.Pod], *, deadline: float) -> None:
-    waiting = {(p.namespace, p.name, p.metadata.uid) for p in pods}
-    while waiting:
-        for ns, name, uid in sorted(waiting, key=str):
-            try:
-                raw = await kube.get(resources.PODS, name, namespace=ns)
-            except errors.NotFound:
-                waiting.discard((ns, name, uid))
-                continue
-            if (raw.get("metadata") or {}).get("uid") != uid:
-                waiting.discard((ns, name, uid))
-        if not waiting:
-            return
-        if time.monotonic() > deadline:
-            names = ", ".join(f"{ns}/{n}" for ns, n, _ in sorted(waiting, key=str))
-            raise commands.Refused(f"timed out waiting for pods to go: {names}")
-        await asyncio.sleep(POLL_SECONDS)
 
 
 # --- defrag ------------------------------------------------------------------------------------
@@ -404,10 +224,10 @@ async def defrag(args: argparse.Namespace, kube: kube_api.Api, namespace: str, o
         print(printing.dump(plan_data(plan), args.output), file=out, flush=True)
     else:
         for line in plan_lines(plan):
-            _say(out, line)
+            evicting.say(out, line)
     if args.dry_run:
         # with -o json|yaml stdout stays one document
-        _say(out if args.output is None else sys.stderr, "dry run: nothing moved")
+        evicting.say(out if args.output is None else sys.stderr, "dry run: nothing moved")
         return 0
     moves = []
     for r in plan.relocations:
@@ -422,30 +242,16 @@ async def defrag(args: argparse.Namespace, kube: kube_api.Api, namespace: str, o
         )
     deadline = time.monotonic() + args.timeout
     started = time.monotonic()
-    await run_moves(moves, kube, deadline=deadline, wait=args.wait, out=out)
+    await evicting.run_moves(moves, kube, deadline=deadline, wait=args.wait, out=out)
     if args.wait:
         pending = plan.pending[0]
-        node = await _wait_running(kube, pending, deadline=deadline)
-        _say(
+        node = await evicting.wait_running(kube, pending, deadline=deadline)
+        evicting.say(
             out,
             f"{pending.name} running on {node} "
             f"({printing.seconds(time.monotonic() - started)} after the first eviction)",
         )
     return 0
-
-
-async def _wait_running(kube: kube_api.Api, pod: core.Pod, *, deadline: float) -> str:
-    while True:
-        try:
-            raw = await kube.get(resources.PODS, pod.name, namespace=pod.namespace)
-        except errors.NotFound as exc:
-            raise commands.Refused(f"{pod.name} was deleted while waiting for it") from exc
-        current = base.parse(core.Pod, raw)
-        if _running(current):
-            return current.spec.node_name or ""
-        if time.monotonic() > deadline:
-            raise commands.Refused(f"timed out waiting for {pod.name} to run")
-        await asyncio.sleep(POLL_SECONDS)
 
 
 # --- the parsers -------------------------------------------------------------------------------
