@@ -14,14 +14,14 @@ from opentelemetry import metrics
 
 from kontinue import keys, lineage
 from kontinue.kube import api as kube_api
-from kontinue.kube import cacheset, resources, watching
+from kontinue.kube import cacheset, lookups, resources, watching
 from kontinue.models import checkpoint as checkpoint_model
 from kontinue.models import core, kueue, volcano
 from kontinue.models import policy as policy_model
 from queue_bridge import settings as settings_module
 
 
-class Caches(cacheset.Backed):
+class Caches(lookups.QueueLookups):
     """The bridge's view of the cluster: one watch cache per resource it reads, plus indexes."""
 
     def __init__(
@@ -36,8 +36,13 @@ class Caches(cacheset.Backed):
         self.cache_set = cacheset.CacheSet(kube, options=options, meter=meter)
         cache = self.cache_set.add
         self.workloads = cache(resources.WORKLOADS, kueue.Workload)
-        self.cluster_queues = cache(resources.CLUSTER_QUEUES, kueue.ClusterQueue)
-        self.local_queues = cache(resources.LOCAL_QUEUES, kueue.LocalQueue)
+        # always made (served empty without Kueue): narrower than QueueLookups' optional ones
+        self.cluster_queues: watching.WatchCache[kueue.ClusterQueue] = cache(
+            resources.CLUSTER_QUEUES, kueue.ClusterQueue
+        )
+        self.local_queues: watching.WatchCache[kueue.LocalQueue] = cache(
+            resources.LOCAL_QUEUES, kueue.LocalQueue
+        )
         self.policies = cache(resources.CHECKPOINT_POLICIES, policy_model.CheckpointPolicy)
         self.checkpoints = cache(resources.CHECKPOINTS, checkpoint_model.Checkpoint)
         self.pods = cache(resources.PODS, core.Pod)
@@ -124,7 +129,7 @@ class Caches(cacheset.Backed):
         if ref is not None:
             self.workloads_by_owner[ref.uid].add((event.obj.namespace, event.obj.name))
 
-    # -- lookups -------------------------------------------------------------------------------
+    # -- lookups (queues, policies, Checkpoints by name: kontinue/kube/lookups.py) -------------
 
     def pod_by_uid(self, uid: str) -> core.Pod | None:
         key = self.pods_by_uid.get(uid)
@@ -149,26 +154,8 @@ class Caches(cacheset.Backed):
         found = (self.workloads.get(n, ns) for ns, n in self.workloads_by_owner.get(uid, ()))
         return [wl for wl in found if wl is not None]
 
-    def local_queue(self, namespace: str, name: str) -> kueue.LocalQueue | None:
-        return self.local_queues.get(name, namespace)
-
-    def cluster_queue(self, name: str) -> kueue.ClusterQueue | None:
-        return self.cluster_queues.get(name)
-
-    def volcano_queue(self, name: str) -> volcano.Queue | None:
-        return self.volcano_queues.get(name) if self.volcano_queues is not None else None
-
-    def pod_group(self, namespace: str, name: str) -> volcano.PodGroup | None:
-        return self.pod_groups.get(name, namespace) if self.pod_groups is not None else None
-
-    def policy(self, name: str) -> policy_model.CheckpointPolicy | None:
-        return self.policies.get(name)
-
     def flavor(self, name: str) -> kueue.ResourceFlavor | None:
         return self.flavors.get(name) if self.flavors is not None else None
-
-    def checkpoint(self, namespace: str, name: str) -> checkpoint_model.Checkpoint | None:
-        return self.checkpoints.get(name, namespace)
 
     def pod(self, namespace: str, name: str) -> core.Pod | None:
         return self.pods.get(name, namespace)

@@ -7,47 +7,23 @@ failure to record one is logged and never fails the reconcile that wanted it.
 The Event name is derived from the object's UID, the reason and the message, so the same
 occurrence reported twice (a reconcile retried, Kueue's two suspend updates) bumps ``count``
 on one Event instead of spamming new ones — the aggregation client-go's recorder does
-(tools/record/events_cache.go), done here by name so it survives a bridge restart.
+(tools/record/events_cache.go), done here by name so it survives a bridge restart. The writer
+is kontinue/kube/events.py, shared with the webhook.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import logging
-from typing import Any, Literal
+from typing import Any
 
-from kontinue.kube import api, errors, interface, resources
-from kontinue.models import base
+from kontinue.kube import events, interface
 
 logger = logging.getLogger("kontinue.bridge.events")
 
 COMPONENT = "kontinue-bridge"
-
-
-@dataclasses.dataclass(frozen=True)
-class Involved:
-    api_version: str
-    kind: str
-    name: str
-    namespace: str
-    uid: str
-
-    @classmethod
-    def of(cls, obj: dict[str, Any]) -> Involved:
-        meta = obj.get("metadata", {})
-        return cls(
-            api_version=obj.get("apiVersion", ""),
-            kind=obj.get("kind", ""),
-            name=meta.get("name", ""),
-            namespace=meta.get("namespace", ""),
-            uid=meta.get("uid", ""),
-        )
-
-
-def event_name(involved: Involved, reason: str, message: str) -> str:
-    digest = hashlib.sha256(f"{involved.uid}/{reason}/{message}".encode()).hexdigest()[:12]
-    return f"{involved.name[:200]}.{digest}"
+REPORTING_CONTROLLER = "kontinue.dev/bridge"
+Involved = events.Involved
+event_name = events.event_name
 
 
 def build_event(
@@ -55,35 +31,17 @@ def build_event(
     *,
     reason: str,
     message: str,
-    type_: Literal["Normal", "Warning"],
+    type_: events.EventType,
     instance: str,
 ) -> dict[str, Any]:
     """Pure: the core/v1 Event for one occurrence."""
-    stamp = base.format_time(base.now())
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {
-            "name": event_name(involved, reason, message),
-            "namespace": involved.namespace or "default",
-        },
-        "involvedObject": {
-            "apiVersion": involved.api_version,
-            "kind": involved.kind,
-            "name": involved.name,
-            "namespace": involved.namespace,
-            "uid": involved.uid,
-        },
-        "reason": reason,
-        "message": message[:1024],
-        "type": type_,
-        "source": {"component": COMPONENT},
-        "reportingComponent": "kontinue.dev/bridge",
-        "reportingInstance": instance,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
+    return events.build_event(
+        involved,
+        reason=reason,
+        message=message,
+        type_=type_,
+        reporter=events.Reporter(COMPONENT, REPORTING_CONTROLLER, instance),
+    )
 
 
 class Recorder:
@@ -97,30 +55,9 @@ class Recorder:
         *,
         reason: str,
         message: str,
-        type_: Literal["Normal", "Warning"] = "Normal",
+        type_: events.EventType = "Normal",
     ) -> None:
         event = build_event(
             Involved.of(obj), reason=reason, message=message, type_=type_, instance=self.instance
         )
-        meta = event["metadata"]
-        try:
-            await self.kube.create(resources.EVENTS, event)
-        except errors.Conflict:
-            try:
-                current = await self.kube.get(
-                    resources.EVENTS, meta["name"], namespace=meta["namespace"]
-                )
-                await self.kube.patch(
-                    resources.EVENTS,
-                    meta["name"],
-                    {
-                        "count": int(current.get("count") or 1) + 1,
-                        "lastTimestamp": event["lastTimestamp"],
-                    },
-                    content_type=api.MERGE_PATCH,
-                    namespace=meta["namespace"],
-                )
-            except errors.ApiError as exc:
-                logger.warning("could not update event %s: %s", meta["name"], exc)
-        except errors.ApiError as exc:
-            logger.warning("could not record %s on %s: %s", reason, meta["name"], exc)
+        await events.write(self.kube, event, logger=logger)

@@ -25,7 +25,7 @@ from opentelemetry import metrics
 
 from kontinue import keys
 from kontinue.kube import api as kube_api
-from kontinue.kube import cacheset, resources, watching
+from kontinue.kube import cacheset, lookups, resources, watching
 from kontinue.models import checkpoint as checkpoint_model
 from kontinue.models import core, kueue, volcano
 from kontinue.models import policy as policy_model
@@ -39,7 +39,7 @@ def _lineage_key(lineage: checkpoint_model.Lineage) -> LineageKey:
     return (lineage.namespace, lineage.owner_uid)
 
 
-class Caches(cacheset.Backed):
+class Caches(lookups.QueueLookups):
     """Live :class:`~webhook.state.State`. Start with :meth:`running`; check :attr:`synced`."""
 
     def __init__(
@@ -83,25 +83,7 @@ class Caches(cacheset.Backed):
         else:
             bucket[key] = event.obj
 
-    # -- State ---------------------------------------------------------------------------------
-
-    def cluster_queue(self, name: str) -> kueue.ClusterQueue | None:
-        return self.cluster_queues.get(name) if self.cluster_queues else None
-
-    def local_queue(self, namespace: str, name: str) -> kueue.LocalQueue | None:
-        return self.local_queues.get(name, namespace) if self.local_queues else None
-
-    def volcano_queue(self, name: str) -> volcano.Queue | None:
-        return self.volcano_queues.get(name) if self.volcano_queues else None
-
-    def pod_group(self, namespace: str, name: str) -> volcano.PodGroup | None:
-        return self.pod_groups.get(name, namespace) if self.pod_groups else None
-
-    def policy(self, name: str) -> policy_model.CheckpointPolicy | None:
-        return self.policies.get(name)
-
-    def checkpoint(self, namespace: str, name: str) -> checkpoint_model.Checkpoint | None:
-        return self.checkpoints.get(name, namespace)
+    # -- State (queues, policies, Checkpoints by name: kontinue/kube/lookups.py) ---------------
 
     def checkpoints_of(
         self, lineage: checkpoint_model.Lineage

@@ -8,20 +8,19 @@ Event per (owner, reason, message) with the count seen — a 100-pod Job that st
 ``ColdStart`` Event with ``count: 100``, written once, not 100 writes. The Event's name is
 derived from the owner's UID, the reason and the message, so later flushes (and other webhook
 replicas) bump ``count`` on the same Event: the aggregation client-go's recorder does
-(kubernetes/client-go ``tools/record/events_cache.go``). Best effort: a failed write is logged
-and dropped; the pending set is bounded (``max_pending``), extra occurrences are dropped.
+(kubernetes/client-go ``tools/record/events_cache.go``; the writer is kontinue/kube/events.py,
+shared with the bridge). Best effort: a failed write is logged and dropped; the pending set is
+bounded (``max_pending``), extra occurrences are dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import logging
-from typing import Any, Literal
+from typing import Any
 
-from kontinue.kube import api, errors, resources
-from kontinue.models import base
+from kontinue.kube import api, events
 
 logger = logging.getLogger("kontinue.webhook.events")
 
@@ -36,44 +35,20 @@ class _Pending:
     involved: Obj
     reason: str
     message: str
-    type_: Literal["Normal", "Warning"]
+    type_: events.EventType
     count: int = 0
-
-
-def event_name(involved: Obj, reason: str, message: str) -> str:
-    meta = involved["metadata"]
-    digest = hashlib.sha256(f"{meta['uid']}/{reason}/{message}".encode()).hexdigest()[:12]
-    return f"{meta['name'][:200]}.{digest}"
 
 
 def build_event(pending: _Pending, *, instance: str) -> Obj:
     """Pure: the core/v1 Event for ``pending.count`` occurrences."""
-    meta = pending.involved["metadata"]
-    stamp = base.format_time(base.now())
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {
-            "name": event_name(pending.involved, pending.reason, pending.message),
-            "namespace": meta["namespace"],
-        },
-        "involvedObject": {
-            "apiVersion": pending.involved.get("apiVersion", ""),
-            "kind": pending.involved.get("kind", ""),
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "uid": meta["uid"],
-        },
-        "reason": pending.reason,
-        "message": pending.message[:1024],
-        "type": pending.type_,
-        "source": {"component": COMPONENT},
-        "reportingComponent": REPORTING_CONTROLLER,
-        "reportingInstance": instance,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": pending.count,
-    }
+    return events.build_event(
+        events.Involved.of(pending.involved),
+        reason=pending.reason,
+        message=pending.message,
+        type_=pending.type_,
+        reporter=events.Reporter(COMPONENT, REPORTING_CONTROLLER, instance),
+        count=pending.count,
+    )
 
 
 class EventSink:
@@ -98,7 +73,7 @@ class EventSink:
         *,
         reason: str,
         message: str,
-        type_: Literal["Normal", "Warning"] = "Normal",
+        type_: events.EventType = "Normal",
     ) -> None:
         """Count one occurrence (never blocks, never fails)."""
         key = (involved["metadata"]["uid"], reason, message)
@@ -125,25 +100,4 @@ class EventSink:
             await self._write(pending)
 
     async def _write(self, pending: _Pending) -> None:
-        event = build_event(pending, instance=self.instance)
-        meta = event["metadata"]
-        try:
-            await self.kube.create(resources.EVENTS, event)
-        except errors.Conflict:
-            try:
-                current = await self.kube.get(
-                    resources.EVENTS, meta["name"], namespace=meta["namespace"]
-                )
-                await self.kube.merge_patch(
-                    resources.EVENTS,
-                    meta["name"],
-                    {
-                        "count": int(current.get("count") or 1) + pending.count,
-                        "lastTimestamp": event["lastTimestamp"],
-                    },
-                    namespace=meta["namespace"],
-                )
-            except errors.ApiError as exc:
-                logger.warning("could not update event %s: %s", meta["name"], exc)
-        except errors.ApiError as exc:
-            logger.warning("could not record %s on %s: %s", pending.reason, meta["name"], exc)
+        await events.write(self.kube, build_event(pending, instance=self.instance), logger=logger)
