@@ -7,7 +7,6 @@ import copy
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -19,17 +18,17 @@ import pytest
 from emulator.kubelet import launch, runtime, worker
 from kontinue import checkpoint_format, keys
 from reference_workload import trainer
+from tests import processes
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Trainer:
+class Trainer(processes.LineProcess):
     """One ``python -m reference_workload.trainer`` process; stdout is read line by line."""
 
     def __init__(
         self, tmp: Path, *args: str, restore_from: Path | None = None, member: str | None = None
     ) -> None:
-        tmp.mkdir(parents=True, exist_ok=True)
         self.checkpoint_dir = tmp / "ckpt"
         self.termination_log = tmp / "termination-log"
         env = {
@@ -42,33 +41,9 @@ class Trainer:
             env[keys.ENV_RESTORE_FROM] = str(restore_from)
         if member is not None:
             env[keys.ENV_MEMBER] = member
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "reference_workload.trainer", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=tmp,
+        super().__init__(
+            [sys.executable, "-m", "reference_workload.trainer", *args], env=env, cwd=tmp
         )
-        self.lines: list[str] = []
-
-    def read_until(self, prefix: str, *, timeout: float = 20.0) -> str:
-        """The first stdout line starting with ``prefix`` (bounded by ``timeout``)."""
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line.rstrip("\n"))
-            if line.startswith(prefix):
-                return line.rstrip("\n")
-        raise AssertionError(f"no {prefix!r} line; got {self.lines[-5:]}")
-
-    def finish(self, *, timeout: float = 30.0) -> tuple[int, str, str]:
-        out, err = self.proc.communicate(timeout=timeout)
-        self.lines += out.splitlines()
-        return self.proc.returncode, out, err
 
 
 def _fields(line: str) -> dict[str, str]:
@@ -77,15 +52,7 @@ def _fields(line: str) -> dict[str, str]:
 
 @pytest.fixture
 def procs() -> Iterator[list[Trainer]]:
-    started: list[Trainer] = []
-    yield started
-    for t in started:
-        if t.proc.poll() is None:
-            t.proc.kill()
-        t.proc.wait()
-        for stream in (t.proc.stdout, t.proc.stderr):
-            if stream is not None:
-                stream.close()
+    yield from processes.closing(list[Trainer]())
 
 
 def test_sigterm_saves_reports_and_exits_143_then_restore_continues(

@@ -23,6 +23,33 @@ async def _no_pods_left(cluster: Cluster, pods: list[dict[str, object]]) -> bool
     return not any([await cluster.pod_exists(str(n)) for n in names])
 
 
+async def _entry_point(
+    cluster: Cluster, tmp_path: Path, **settings: str
+) -> tuple[asyncio.subprocess.Process, int]:
+    """``python -m queue_bridge`` as a real process with a kubeconfig for the emulated cluster,
+    health on a free port (returned), extra ``KONTINUE_*`` settings from ``settings``."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps(cluster.emulated.kubeconfig(BRIDGE_USER)))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "KONTINUE_NAMESPACE": SYSTEM,
+        "KONTINUE_POD_NAME": "bridge-process",
+        "KONTINUE_HEALTH_HOST": "127.0.0.1",
+        "KONTINUE_HEALTH_PORT_NUMBER": str(port),
+        "KONTINUE_METRICS_PORT_NUMBER": "0",
+        **settings,
+    }
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "queue_bridge", env=env, stderr=asyncio.subprocess.PIPE
+    )
+    return process, port
+
+
 async def test_a_restart_mid_checkpoint_resumes_from_cluster_state(cluster: Cluster) -> None:
     await cluster.queues()
     job = await cluster.job()
@@ -127,24 +154,7 @@ async def test_health_endpoints_tell_ready_leader_from_standby(cluster: Cluster)
 async def test_the_entry_point_leads_serves_health_and_releases_its_lease_on_sigterm(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps(cluster.emulated.kubeconfig(BRIDGE_USER)))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(kubeconfig),
-        "KONTINUE_NAMESPACE": SYSTEM,
-        "KONTINUE_POD_NAME": "bridge-process",
-        "KONTINUE_HEALTH_HOST": "127.0.0.1",
-        "KONTINUE_HEALTH_PORT_NUMBER": str(port),
-        "KONTINUE_METRICS_PORT_NUMBER": "0",
-    }
-    env.pop("KUBERNETES_SERVICE_HOST", None)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "queue_bridge", env=env, stderr=asyncio.subprocess.PIPE
-    )
+    process, port = await _entry_point(cluster, tmp_path)
     try:
         async with aiohttp.ClientSession() as session:
 
@@ -180,26 +190,12 @@ async def test_a_watch_task_that_ends_ends_the_replica(cluster: Cluster) -> None
 async def test_the_entry_point_exits_1_once_logged_when_its_lease_is_taken(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps(cluster.emulated.kubeconfig(BRIDGE_USER)))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(kubeconfig),
-        "KONTINUE_NAMESPACE": SYSTEM,
-        "KONTINUE_POD_NAME": "bridge-process",
-        "KONTINUE_HEALTH_HOST": "127.0.0.1",
-        "KONTINUE_HEALTH_PORT_NUMBER": str(port),
-        "KONTINUE_METRICS_PORT_NUMBER": "0",
-        "KONTINUE_LEASE_DURATION_SECONDS": "3",
-        "KONTINUE_LEASE_RENEW_SECONDS": "0.3",
-        "KONTINUE_LEASE_DEADLINE_SECONDS": "2",
-    }
-    env.pop("KUBERNETES_SERVICE_HOST", None)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "queue_bridge", env=env, stderr=asyncio.subprocess.PIPE
+    process, _ = await _entry_point(
+        cluster,
+        tmp_path,
+        KONTINUE_LEASE_DURATION_SECONDS="3",
+        KONTINUE_LEASE_RENEW_SECONDS="0.3",
+        KONTINUE_LEASE_DEADLINE_SECONDS="2",
     )
     try:
 

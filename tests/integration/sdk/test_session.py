@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import pytest
 
 from kontinue import checkpoint_format, keys
 from kontinue_sdk import session as sdk_session
+from tests import processes
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -46,49 +46,20 @@ print("DONE", state["total"], flush=True)
 """
 
 
-class Run:
+class Run(processes.LineProcess):
     def __init__(self, tmp: Path, steps: int, **env: str) -> None:
-        tmp.mkdir(parents=True, exist_ok=True)
         self.termination_log = tmp / "termination-log"
         full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
         if keys.ENV_CHECKPOINT_DIR in env:
             full[keys.ENV_TERMINATION_LOG] = str(self.termination_log)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", SCRIPT, str(ROOT), str(steps)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=full,
-            cwd=tmp,
+        super().__init__(
+            [sys.executable, "-I", "-S", "-c", SCRIPT, str(ROOT), str(steps)], env=full, cwd=tmp
         )
-        self.lines: list[str] = []
-
-    def read_until(self, prefix: str, timeout: float = 20.0) -> str:
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line.rstrip("\n"))
-            if line.startswith(prefix):
-                return line.rstrip("\n")
-        raise AssertionError(f"no {prefix!r}; got {self.lines[-5:]}")
-
-    def finish(self) -> tuple[int, str, str]:
-        out, err = self.proc.communicate(timeout=30)
-        self.lines += out.splitlines()
-        return self.proc.returncode, out, err
 
 
 @pytest.fixture
 def runs() -> Iterator[list[Run]]:
-    started: list[Run] = []
-    yield started
-    for run in started:
-        if run.proc.poll() is None:
-            run.proc.kill()
-        run.proc.communicate()
+    yield from processes.closing(list[Run]())
 
 
 def test_bare_interpreter_sigterm_saves_exits_143_and_the_restore_continues(
