@@ -10,7 +10,8 @@ two podFailurePolicy rules:
   ``kontinue-restore`` init container: a failed restore costs a retry, then (after the policy's
   ``attemptsBeforeFallback``) a cold start, never the Job. The apiserver accepts a rule naming a
   container only if the pod template has it, so the template gets the restore container's
-  stand-in (:func:`kontinue.restore.stand_in`), which the pod webhook replaces or removes.
+  stand-in (:func:`kontinue.restore.stand_in`), which the pod webhook replaces or removes. It
+  goes where the pod's restore container will: after the template's native sidecars.
 
 A Job whose pods restart ``OnFailure`` cannot take a podFailurePolicy (apiserver validation):
 admitted unchanged, with a warning.
@@ -26,7 +27,7 @@ from typing import Any
 
 from kontinue import keys, workload
 from kontinue import restore as restore_program
-from webhook import plumbing, review
+from webhook import init_order, plumbing, review
 
 Obj = dict[str, Any]
 Plan = plumbing.Plan
@@ -111,7 +112,8 @@ def plumb_job(job: Obj, *, image: str) -> Plan:
 def _stand_in_ops(
     template_spec: Obj, *, image: str, template_annotations: Obj | None
 ) -> list[review.JsonPatchOp]:
-    """Add the restore container's stand-in first among the template's init containers."""
+    """Add the restore container's stand-in where the pod's restore container will go: after
+    the template's native sidecars, before its other init containers (webhook/init_order.py)."""
     inits = template_spec.get("initContainers")
     if any(c.get("name") == keys.RESTORE_INIT_CONTAINER for c in inits or []):
         return []
@@ -122,7 +124,8 @@ def _stand_in_ops(
     stand_in = restore_program.stand_in(image, security_context=first.get("securityContext"))
     if inits is None:
         return [{"op": "add", "path": "/spec/template/spec/initContainers", "value": [stand_in]}]
-    return [{"op": "add", "path": "/spec/template/spec/initContainers/0", "value": stand_in}]
+    at = init_order.restore_index(inits)
+    return [{"op": "add", "path": f"/spec/template/spec/initContainers/{at}", "value": stand_in}]
 
 
 def _is_restore_rule(rule: Obj) -> bool:

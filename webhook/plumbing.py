@@ -14,12 +14,17 @@ Pod (CREATE), per its ``CheckpointPolicy`` (docs/webhook.md, "Mutating"; docs/wo
   tests/fixtures/kubelet/10-downward-env.json), so ours go first;
 * ``terminationGracePeriodSeconds`` raised to the policy minimum, never lowered;
 * the lineage annotation and the ``kontinue.dev/checkpoint`` finalizer;
-* with a restore: the ``kontinue-restore`` init container (first, so the user's init containers
-  already see the restored state), ``KONTINUE_RESTORE_FROM`` and ``KONTINUE_RESTORE_MEMBER`` (the
-  identity whose state it brings: the pod's own, rank 0's under consistency ``shared``) in every
-  main container, the
-  ``kontinue.dev/restore-from`` annotation and required node affinity; without one, the
-  ``kontinue.dev/cold-start-reason`` annotation.
+* with a restore: the ``kontinue-restore`` init container, placed after the pod's native sidecars
+  and before the user's own init containers (webhook/init_order.py), ``KONTINUE_RESTORE_FROM``
+  and ``KONTINUE_RESTORE_MEMBER`` (the identity whose state it brings: the pod's own, rank 0's
+  under consistency ``shared``) in every main container, the ``kontinue.dev/restore-from``
+  annotation and required node affinity; without one, the ``kontinue.dev/cold-start-reason``
+  annotation;
+* the user's init containers that run after the restore's position get a read-only view:
+  ``KONTINUE_POD_UID``, ``KONTINUE_MEMBER``, with a restore ``KONTINUE_RESTORE_FROM`` and
+  ``KONTINUE_RESTORE_MEMBER``, and the checkpoint volume and the restore link's volume mounted
+  ``readOnly`` (no ``KONTINUE_CHECKPOINT_DIR``: saving is the main containers' business). Native
+  sidecars are left as they are: they start before the restore (storage mounts, proxies).
 
 The patch must pass a real apiserver's validation: volume names stay unique (ours are reused if
 already there), an env name appears once (our names replace any the user set, with a warning),
@@ -52,7 +57,7 @@ from kontinue import keys, lineage, workload
 from kontinue import restore as restore_program
 from kontinue.models import checkpoint
 from kontinue.models import policy as policy_model
-from webhook import review
+from webhook import init_order, review
 
 Obj = dict[str, Any]
 
@@ -142,6 +147,54 @@ def _env(*, checkpoint_dir: str, member: str, restore_member: str | None) -> lis
             {"name": keys.ENV_RESTORE_MEMBER, "value": restore_member},
         ]
     return env
+
+
+def _init_env(*, member: str, restore_member: str | None) -> list[Obj]:
+    """A user init container's variables: who it is and where the restored state is, not where
+    to save."""
+    env = _env(checkpoint_dir="", member=member, restore_member=restore_member)
+    return [e for e in env if e["name"] != keys.ENV_CHECKPOINT_DIR]
+
+
+def _with_env(container: Obj, ours: list[Obj], warnings: list[str]) -> list[Obj]:
+    """``ours`` first (``$(VAR)`` expansion reads earlier entries), then the user's variables
+    without the reserved names, whose values are replaced with a warning."""
+    user_env = container.get("env")
+    kept = [e for e in user_env or [] if e.get("name") not in RESERVED_ENV]
+    dropped = sorted({e.get("name") for e in user_env or []} & RESERVED_ENV)
+    if dropped:
+        warnings.append(
+            f"kontinue: container {container.get('name')}: {', '.join(dropped)} "
+            "is set by Kontinue; your value was replaced"
+        )
+    return ours + kept
+
+
+def _read_only_view(
+    container: Obj,
+    *,
+    mount_path: str,
+    member: str,
+    restore_member: str | None,
+    warnings: list[str],
+) -> Obj:
+    """A user init container that runs after the restore: it sees the restored state."""
+    out = copy.deepcopy(container)
+    ours = _init_env(member=member, restore_member=restore_member)
+    out["env"] = _with_env(container, ours, warnings)
+    restore = restore_member is not None
+    mounts: list[Obj] = list(out.get("volumeMounts") or [])
+    mounted = {m.get("name") for m in mounts}
+    if keys.CHECKPOINT_VOLUME not in mounted:
+        mounts.append({"name": keys.CHECKPOINT_VOLUME, "mountPath": mount_path, "readOnly": True})
+    if restore and RESTORE_VOLUME not in mounted:
+        mounts.append({"name": RESTORE_VOLUME, "mountPath": RESTORE_DIR, "readOnly": True})
+    out["volumeMounts"] = mounts
+    return out
+
+
+def _named_restore(container: dict[str, Any]) -> bool:
+    return container.get("name") == keys.RESTORE_INIT_CONTAINER
 
 
 def _gate() -> Obj:
@@ -284,7 +337,9 @@ def plumb_pod(
 
     # Refuse early (no patch at all) if our mount would clash with a user's mount: another
     # volume at our mountPath, or our volume name at another path (the env would then lie).
-    for container in spec.get("containers") or []:
+    inits_before: list[Obj] = spec.get("initContainers") or []
+    viewers = [inits_before[j] for j in init_order.after_restore(inits_before)]
+    for container in [*(spec.get("containers") or []), *viewers]:
         for mount in container.get("volumeMounts") or []:
             ours_by_path = mount.get("mountPath") == storage.mount_path
             ours_by_name = mount.get("name") == keys.CHECKPOINT_VOLUME
@@ -352,25 +407,15 @@ def plumb_pod(
     else:
         ops += [{"op": "add", "path": "/spec/volumes/-", "value": v} for v in missing]
 
+    # The identity whose state a restore brings (the pod's own; rank 0's under ``shared``).
+    restore_member = None if restore is None else restore.member or member
     for i, container in enumerate(spec.get("containers") or []):
-        user_env = container.get("env")
-        kept = [e for e in user_env or [] if e.get("name") not in RESERVED_ENV]
-        dropped = sorted({e.get("name") for e in user_env or []} & RESERVED_ENV)
-        if dropped:
-            warnings.append(
-                f"kontinue: container {container.get('name')}: {', '.join(dropped)} "
-                "is set by Kontinue; your value was replaced"
-            )
+        ours = _env(checkpoint_dir=checkpoint_dir, member=member, restore_member=restore_member)
         ops.append(
             {
-                "op": "add" if user_env is None else "replace",
+                "op": "add" if container.get("env") is None else "replace",
                 "path": f"/spec/containers/{i}/env",
-                "value": _env(
-                    checkpoint_dir=checkpoint_dir,
-                    member=member,
-                    restore_member=None if restore is None else restore.member or member,
-                )
-                + kept,
+                "value": _with_env(container, ours, warnings),
             }
         )
         mounts = container.get("volumeMounts")
@@ -391,6 +436,7 @@ def plumb_pod(
                 for m in new_mounts
             ]
 
+    init: Obj | None = None
     if restore is not None:
         # Read the checkpoint as the workload wrote it: its first workload container's identity.
         chosen = workload.of_spec(spec, meta.get("annotations")).names[:1]
@@ -403,23 +449,23 @@ def plumb_pod(
             security_context=first.get("securityContext"),
             member=member,
         )
-        inits = spec.get("initContainers")
-        existing = [j for j, c in enumerate(inits or []) if c.get("name") == init["name"]]
-        # (the Job template's stand-in, kontinue.restore.stand_in, is replaced in place)
-        if inits is None:
-            ops.append({"op": "add", "path": "/spec/initContainers", "value": [init]})
-        elif existing:
-            ops.append(
-                {"op": "replace", "path": f"/spec/initContainers/{existing[0]}", "value": init}
-            )
-        else:
-            ops.append({"op": "add", "path": "/spec/initContainers/0", "value": init})
-    else:
-        # No restore: the Job template's stand-in (kontinue.restore.stand_in) is not needed.
-        stand_ins = [
-            j
-            for j, c in enumerate(spec.get("initContainers") or [])
-            if restore_program.is_stand_in(c)
-        ]
-        ops += [{"op": "remove", "path": f"/spec/initContainers/{j}"} for j in reversed(stand_ins)]
+    inits = spec.get("initContainers")
+    # With a restore, any container of its name (the Job template's stand-in,
+    # kontinue.restore.stand_in) gives way to it; without one, the stand-in is not needed.
+    arranged = init_order.arrange(
+        inits or [],
+        init,
+        drop=_named_restore if init is not None else restore_program.is_stand_in,
+    )
+    for j in init_order.after_restore(arranged):
+        arranged[j] = _read_only_view(
+            arranged[j],
+            mount_path=storage.mount_path,
+            member=member,
+            restore_member=restore_member,
+            warnings=warnings,
+        )
+    if arranged != (inits or []):
+        op = "add" if inits is None else "replace"
+        ops.append({"op": op, "path": "/spec/initContainers", "value": arranged})
     return Plan(ops, warnings)
