@@ -118,15 +118,7 @@ async def capture(workdir: Path) -> str:
         await session.run(
             "enable", "clusterqueue", scenario.CLUSTER_QUEUE, "--policy", scenario.POLICY
         )
-        probe = scenario.trainer_job(
-            "probe",
-            role=timeline.Role.SCAVENGER,
-            gpus=1,
-            steps=1,
-            options=OPTIONS,
-            dry_run_probe=True,
-        )
-        await stack.wait_plumbing(system, probe_job=probe)
+        await scenario.wait_plumbed(system, OPTIONS)
         await session.run("status")
         for i in range(4):
             job = scenario.trainer_job(

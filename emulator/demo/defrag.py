@@ -147,21 +147,7 @@ async def run(
             await admin.create(resource, obj)
         kubeconfig = workdir / "kubeconfig"
         if with_kontinue:
-            await admin.patch(
-                resources.CLUSTER_QUEUES,
-                scenario.CLUSTER_QUEUE,
-                stack.opt_in_labels(scenario.POLICY),
-                content_type=stack.MERGE,
-            )
-            probe = scenario.trainer_job(
-                "probe",
-                role=timeline.Role.SCAVENGER,
-                gpus=1,
-                steps=1,
-                options=demo,
-                dry_run_probe=True,
-            )
-            await stack.wait_plumbing(system, probe_job=probe)
+            await scenario.opt_in(system, demo)
             kubeconfig.write_text(yaml.safe_dump(system.cluster.api.kubeconfig("operator")))
         seen: dict[str, Obj] = {}
         names = [f"scavenger-{i}" for i in range(4)]

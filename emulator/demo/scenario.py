@@ -285,3 +285,22 @@ def _counts(recorder: observe.Recorder) -> dict[str, int]:
         "restores": sum(1 for p in pods if p.restored_from),
         "priority": sum(1 for p in pods if p.role is timeline.Role.PRIORITY),
     }
+
+
+async def wait_plumbed(system: stack.Stack, options: Options) -> None:
+    """Wait until the webhook plumbs a dry-run scavenger Job of the opted-in ClusterQueue."""
+    probe = trainer_job(
+        "probe", role=timeline.Role.SCAVENGER, gpus=1, steps=1, options=options, dry_run_probe=True
+    )
+    await stack.wait_plumbing(system, probe_job=probe)
+
+
+async def opt_in(system: stack.Stack, options: Options) -> None:
+    """Opt the demo's Kueue ClusterQueue in (policy ``demo``), then :func:`wait_plumbed`."""
+    await system.admin.patch(
+        resources.CLUSTER_QUEUES,
+        CLUSTER_QUEUE,
+        stack.opt_in_labels(POLICY),
+        content_type=stack.MERGE,
+    )
+    await wait_plumbed(system, options)

@@ -188,21 +188,7 @@ async def kube(
             await admin.create(resources.PRIORITY_CLASSES, obj)
         for resource, obj in scenario.queues(node_count * gpus_per_node):
             await admin.create(resource, obj)
-        await admin.patch(
-            resources.CLUSTER_QUEUES,
-            scenario.CLUSTER_QUEUE,
-            stack.opt_in_labels(scenario.POLICY),
-            content_type=stack.MERGE,
-        )
-        probe = scenario.trainer_job(
-            "probe",
-            role=timeline.Role.SCAVENGER,
-            gpus=1,
-            steps=1,
-            options=OPTIONS,
-            dry_run_probe=True,
-        )
-        await stack.wait_plumbing(system, probe_job=probe)
+        await scenario.opt_in(system, OPTIONS)
         config = system.cluster.api.kubeconfig("kubectl-user")
         path = workdir / "kubeconfig"
         path.write_text(yaml.safe_dump(config))
