@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit realcp realcp-assets bench fuzz image manifests help clean
+.PHONY: demo test lint typecheck unit realcp realcp-assets bench fuzz soak image manifests help clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -74,6 +74,9 @@ bench: $(STAMP) ## run the benchmarks; each prints its numbers
 
 fuzz: $(STAMP) ## the admission fuzz properties over >=100,000 fresh inputs (FUZZ_INPUTS=n, FUZZ_SEED=s)
 	$(BIN)/python -m tests.fuzz --inputs $(or $(FUZZ_INPUTS),100000) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
+
+soak: $(STAMP) ## the seeded fault soak on the emulated cluster (SEED=n RUNS=k ROUNDS=r; a failure prints its seed and plan)
+	$(BIN)/python -m tests.soak $(if $(SEED),--seed $(SEED)) --runs $(or $(RUNS),1) --rounds $(or $(ROUNDS),25) $(if $(TRACE),--trace)
 
 clean: ## remove the virtualenv
 	rm -rf $(VENV)

@@ -7,7 +7,8 @@ the ``{"kontinue": "saved"}`` termination message and exits 143. On start it fol
 ``KONTINUE_RESTORE_FROM`` when the restore init-container linked it, refuses (exit 7) a directory
 saved by another identity, and prints one ``RESTORED member=<m> step=<n> dir=<saver pod uid>``
 line. If ``<MEMBER_CONTROL_DIR>/torn-<index>`` exists at SIGTERM it ignores the signal (a save
-the grace period cuts short: SIGKILL, no manifest).
+the grace period cuts short: SIGKILL, no manifest). Once ``<MEMBER_CONTROL_DIR>/finish`` exists it
+prints ``FINISHED member=<m> step=<n>`` and exits 0 (the work is done: the Job completes).
 """
 
 from __future__ import annotations
@@ -50,9 +51,13 @@ def main() -> int:
         stopping = True
 
     signal.signal(signal.SIGTERM, on_term)
+    finish = control / "finish"
     while not stopping:
         step += 1
         print(f"PROGRESS step={step} member={member}", flush=True)
+        if finish.exists():
+            print(f"FINISHED member={member} step={step}", flush=True)
+            return 0
         time.sleep(0.05)
     if (control / f"torn-{identity.index_of(member)}").exists():
         while True:  # never saves: the grace period ends in SIGKILL

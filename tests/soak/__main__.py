@@ -1,0 +1,64 @@
+"""``make soak``: seeded soak runs of the whole emulated system under faults.
+
+    python -m tests.soak [--seed S] [--runs N] [--rounds R] [--members M]
+
+Each run plays ``--rounds`` rounds of one seed's plan (seeds S, S+1, ... for ``--runs``), prints
+its report (evictions, faults, invariant checks, and on a violation the seed and the plan to
+replay it) and the totals. Exits 1 when any run broke an invariant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import logging
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.soak import run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.soak", description=__doc__)
+    parser.add_argument("--seed", type=int, default=None, help="first seed (default: random)")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--members", type=int, default=2)
+    parser.add_argument("--trace", action="store_true", help="print every pod's and set's record")
+    parser.add_argument(
+        "--log-level", default="ERROR", help="the components' logging level (default ERROR)"
+    )
+    args = parser.parse_args()
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    first = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    started = time.monotonic()
+    evictions: collections.Counter[str] = collections.Counter()
+    faults: collections.Counter[str] = collections.Counter()
+    checks = fired = broken = 0
+    for seed in range(first, first + args.runs):
+        with tempfile.TemporaryDirectory(prefix=f"kontinue-soak-{seed}-") as tmp:
+            report = asyncio.run(run.soak(seed, args.rounds, Path(tmp), members=args.members))
+        print(report.summary(), flush=True)
+        if args.trace or report.violations:
+            print("\n".join(f"    {line}" for line in report.trace), flush=True)
+        evictions.update(report.evictions)
+        faults.update(report.faults)
+        checks += sum(report.checks.values())
+        fired += report.api_errors_fired
+        broken += bool(report.violations)
+    print(
+        f"total: {args.runs} runs (seeds {first}..{first + args.runs - 1}), "
+        f"{sum(evictions.values())} evictions {dict(sorted(evictions.items()))}, "
+        f"faults {dict(sorted(faults.items()))}, API errors answered {fired}, "
+        f"{checks} invariant checks, {broken} runs with violations, "
+        f"{time.monotonic() - started:.0f} s"
+    )
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""The soak's invariants (issue 11, "Make the search permanent"), as pure checks over a run's
+record: the store's history (:mod:`tests.soak.history`) and what each pod's workload printed.
+
+The restore rule checked is the ``coupled`` one (the default; docs/api.md, "Restore"), written
+here again from the documentation rather than imported from kontinue/restore_plan.py, so the
+product's planner cannot grade itself: a pod of identity *I* created at store revision *r*
+restores *I*'s member of the newest set (by trigger time, then creation) created before *r* that
+was not Expired by *r*, whose verdict is Succeeded, that holds *I* as Saved, and whose failed
+restores had not reached ``attemptsBeforeFallback``; a member CarriedForward looks through to
+older sets; no such set: a cold start. A pod the webhook never plumbed (created during its
+outage) starts cold, as documented (kontinue/restore/__init__.py ``stand_in``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from tests.soak import history
+
+ATTEMPTS_BEFORE_FALLBACK = 2
+"""The policy default (docs/api.md, ``spec.restore.attemptsBeforeFallback``)."""
+RESTORED = re.compile(r"^RESTORED member=(\S+) step=(\d+) dir=(\S+)$", re.MULTILINE)
+COLD = re.compile(r"^COLD member=(\S+)$", re.MULTILINE)
+SAVED = re.compile(r"^SAVED member=(\S+) step=(\d+)$", re.MULTILINE)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What one pod's workload printed."""
+
+    started: bool
+    restored_from: str | None = None
+    """The saving pod's uid (the directory name) it restored, None: cold or never started."""
+    restored_step: int = 0
+    saved_step: int | None = None
+    wrong_member: bool = False
+
+
+def outcome(log: str | None) -> Outcome:
+    if log is None:
+        return Outcome(started=False)
+    restored = RESTORED.findall(log)
+    saved = SAVED.findall(log)
+    return Outcome(
+        started=bool(restored or COLD.search(log)),
+        restored_from=restored[0][2] if restored else None,
+        restored_step=int(restored[0][1]) if restored else 0,
+        saved_step=int(saved[-1][1]) if saved else None,
+        wrong_member="WRONG-MEMBER" in log,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    invariant: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.invariant}: {self.detail}"
+
+
+LATE_PLAN = "late-plan"
+"""Not an invariant: a pod restored what the rule gave at an *earlier* revision, at most
+:data:`LAG` seconds before the pod was created (its plan was made from a view of the lineage that
+missed a set recorded just before). Consistent, but the newest save is not used; counted and
+printed, never a failure (docs/security.md, "Fault soak", finding 1)."""
+LAG = 2.0
+"""How stale a view may be for a plan from it to count as late rather than wrong: the webhook's
+watch cache trails the store by milliseconds, by more on a loaded machine."""
+
+INVARIANTS = (
+    "restores-only-whole-sets",
+    "restores-the-planned-member",
+    "one-cut-per-incarnation",
+    "succeeded-sets-are-whole",
+    "finalizer-within-deadline",
+    "namespace-own",
+    "newest-good-kept",
+    "saved-data-unchanged",
+    "never-blocked",
+)
+
+
+def _order(s: history.Set) -> tuple[str, int]:
+    return (s.trigger_time, s.added)
+
+
+def expected_source(
+    sets: Iterable[history.Set], *, namespace: str, owner_uid: str, identity: str, at: int
+) -> str | None:
+    """The saving pod uid a pod of ``identity`` created at revision ``at`` restores, or None."""
+    candidates = [
+        s
+        for s in sets
+        if s.namespace == namespace
+        and s.lineage_namespace == namespace
+        and s.owner_uid == owner_uid
+        and s.added < at
+        and not (s.expired_at and s.expired_at < at)
+        and not (s.deleted_at and s.deleted_at < at)
+    ]
+    for found in sorted(candidates, key=_order, reverse=True):
+        if identity not in found.members:
+            continue
+        if found.verdict != "Succeeded":
+            continue
+        if found.failed_restores_at(at) >= ATTEMPTS_BEFORE_FALLBACK:
+            continue
+        state = found.states.get(identity, "")
+        if state == "CarriedForward":
+            continue
+        if state == "Saved":
+            return found.members[identity]
+    return None
+
+
+def check_restores(
+    record: history.Record, outcomes: Mapping[str, Outcome], *, owner_uid: str
+) -> list[Violation]:
+    """Each started pod of the lineage restored what the rule gives it, from a whole set, the
+    step its member saved, never another identity's directory."""
+    found = []
+    savers = {
+        uid: set_
+        for set_ in record.sets.values()
+        for uid in set_.members.values()
+        if set_.owner_uid == owner_uid
+    }
+    for pod in record.pods.values():
+        seen = outcomes.get(pod.uid)
+        if seen is None or not seen.started or pod.owner_uid != owner_uid:
+            continue
+        who = f"pod {pod.name} ({pod.identity})"
+        if seen.wrong_member:
+            found.append(Violation("restores-the-planned-member", f"{who}: WRONG-MEMBER"))
+        if seen.restored_from is not None:
+            source = savers.get(seen.restored_from)
+            if source is None:
+                found.append(
+                    Violation(
+                        "namespace-own",
+                        f"{who} restored {seen.restored_from}, no member of its lineage",
+                    )
+                )
+                continue
+            saver = next((i for i, u in source.members.items() if u == seen.restored_from), "")
+            if source.verdict != "Succeeded" or source.states.get(saver) != "Saved":
+                found.append(
+                    Violation(
+                        "restores-only-whole-sets",
+                        f"{who} restored {source.name} member {saver} "
+                        f"(verdict {source.verdict or 'none'}, states {source.states})",
+                    )
+                )
+            if saver != pod.identity:
+                found.append(
+                    Violation("restores-the-planned-member", f"{who} restored member {saver}")
+                )
+            saved = outcomes.get(seen.restored_from)
+            if saved is not None and saved.saved_step not in (None, seen.restored_step):
+                found.append(
+                    Violation(
+                        "saved-data-unchanged",
+                        f"{who} restored step {seen.restored_step}, its member saved "
+                        f"step {saved.saved_step}",
+                    )
+                )
+        want = (
+            expected_source(
+                record.sets.values(),
+                namespace=pod.namespace,
+                owner_uid=owner_uid,
+                identity=pod.identity,
+                at=pod.added,
+            )
+            if pod.plumbed
+            else None
+        )
+        if want != seen.restored_from and pod.plumbed and _planned_earlier(record, pod, seen):
+            found.append(
+                Violation(
+                    LATE_PLAN,
+                    f"{who} created at r{pod.added} restored {seen.restored_from or 'nothing'}, "
+                    f"the rule gives {want or 'a cold start'} (what it gave before "
+                    f"r{pod.added}: a plan from an older view)",
+                )
+            )
+        elif want != seen.restored_from:
+            found.append(
+                Violation(
+                    "restores-the-planned-member",
+                    f"{who} created at r{pod.added} restored {seen.restored_from or 'nothing'}, "
+                    f"the rule gives {want or 'a cold start'}",
+                )
+            )
+    return found
+
+
+def _planned_earlier(record: history.Record, pod: history.Pod, seen: Outcome) -> bool:
+    """Whether the rule, applied to the lineage as it was just before some change recorded
+    within :data:`LAG` seconds before the pod's creation, gives what the pod restored."""
+    changes = set()
+    for s in record.sets.values():
+        changes |= {s.added, s.expired_at, s.deleted_at}
+        changes |= {at for at, _ in s.failed_restores}
+    created = record.times.get(pod.added, 0.0)
+    recent = {c for c in changes if 0 < c < pod.added and record.times.get(c, 0.0) >= created - LAG}
+    return any(
+        expected_source(
+            record.sets.values(),
+            namespace=pod.namespace,
+            owner_uid=pod.owner_uid,
+            identity=pod.identity,
+            at=at,
+        )
+        == seen.restored_from
+        for at in sorted(recent)
+    )
+
+
+def check_incarnation(
+    record: history.Record,
+    outcomes: Mapping[str, Outcome],
+    pods: Sequence[history.Pod],
+    *,
+    owner_uid: str,
+) -> list[Violation]:
+    """The pods that replaced a whole Job resume from one cut: some prefix of the lineage's sets
+    (in creation order) gives every plumbed one of them exactly what it restored."""
+    plumbed = [p for p in pods if p.plumbed and outcomes.get(p.uid, Outcome(False)).started]
+    if len(plumbed) < 2:
+        return []
+    latest = max(p.added for p in plumbed)
+    lineage = sorted(
+        (s for s in record.sets.values() if s.owner_uid == owner_uid and s.added < latest),
+        key=lambda s: s.added,
+    )
+    observed = {p.uid: outcomes[p.uid].restored_from for p in plumbed}
+    for cut in range(len(lineage), -1, -1):
+        prefix = lineage[:cut]
+        if all(
+            expected_source(
+                prefix,
+                namespace=p.namespace,
+                owner_uid=owner_uid,
+                identity=p.identity,
+                at=latest + 1,
+            )
+            == observed[p.uid]
+            for p in plumbed
+        ):
+            return []
+    names = ", ".join(f"{p.identity}<-{observed[p.uid] or 'cold'}" for p in plumbed)
+    return [Violation("one-cut-per-incarnation", f"no single cut gives {names}")]
+
+
+def check_sets(record: history.Record, outcomes: Mapping[str, Outcome]) -> list[Violation]:
+    """A Succeeded set holds only members that saved (or never ran); every set names its own
+    namespace's lineage."""
+    found = []
+    for s in record.sets.values():
+        if s.lineage_namespace != s.namespace:
+            found.append(
+                Violation(
+                    "namespace-own",
+                    f"{s.namespace}/{s.name} exists naming lineage of {s.lineage_namespace}",
+                )
+            )
+        if s.verdict != "Succeeded":
+            continue
+        for identity, state in s.states.items():
+            uid = s.members.get(identity, "")
+            if state not in ("Saved", "CarriedForward"):
+                found.append(
+                    Violation("succeeded-sets-are-whole", f"{s.name}: {identity} is {state}")
+                )
+            seen = outcomes.get(uid)
+            if state == "Saved" and seen is not None and seen.saved_step is None:
+                found.append(
+                    Violation(
+                        "succeeded-sets-are-whole",
+                        f"{s.name}: {identity} Saved, but its pod {uid} never saved",
+                    )
+                )
+    return found
+
+
+def check_retention(record: history.Record, *, before: int) -> list[Violation]:
+    """No set expired (before revision ``before``, while its Job still ran) while it held some
+    identity's newest Saved member in a Succeeded set."""
+    found = []
+    for s in record.sets.values():
+        if not s.expired_at or s.expired_at >= before or s.verdict != "Succeeded":
+            continue
+        for identity, state in s.states.items():
+            if state != "Saved":
+                continue
+            newer = [
+                o
+                for o in record.sets.values()
+                if o is not s
+                and o.owner_uid == s.owner_uid
+                and o.namespace == s.namespace
+                and o.verdict == "Succeeded"
+                and o.verdict_at < s.expired_at
+                and _order(o) > _order(s)
+                and o.states.get(identity) == "Saved"
+            ]
+            if not newer:
+                found.append(
+                    Violation(
+                        "newest-good-kept",
+                        f"{s.name} expired at r{s.expired_at} while it held the newest saved "
+                        f"{identity}",
+                    )
+                )
+    return found
+
+
+def check_finalizers(
+    record: history.Record, *, margin: float, slack: float, now: float
+) -> list[Violation]:
+    """No pod holds ``kontinue.dev/checkpoint`` past its deletion deadline plus the bridge's
+    margin (``slack`` absorbs a replica's restart and a loaded machine)."""
+    found = []
+    for pod in record.pods.values():
+        if not pod.deletion_deadline:
+            continue
+        released = pod.finalizer_released_at or now
+        late = released - (pod.deletion_deadline + margin)
+        if late > slack:
+            found.append(
+                Violation(
+                    "finalizer-within-deadline",
+                    f"pod {pod.namespace}/{pod.name} held the finalizer {late:.0f} s past its "
+                    "deadline plus margin",
+                )
+            )
+    return found

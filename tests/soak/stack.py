@@ -1,0 +1,233 @@
+"""The soak's system: the emulated cluster with Kueue, the real webhook and two bridge replicas,
+each of which can be killed and replaced, and the webhook taken offline and back.
+
+Built as tests/integration/bridge/test_end_to_end.py ``system`` builds it (the repository's CRDs
+and webhook manifests, each component under its own service account), with the parts the faults
+need to restart held here. An outage of the webhook is what a real cluster sees while the
+Service has no ready endpoint: the emulated apiserver cannot connect (``service_urls`` has no
+address), so each webhook's ``failurePolicy`` applies; it comes back only once its ``/readyz``
+answers 200, as an endpoint is only added for a ready pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import dataclasses
+import random
+import socket
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from emulator import cluster, gpus, nodes
+from emulator.kueue import controller as kueue_controller
+from kontinue import keys
+from kontinue.kube import api, cacheset, client, resources
+from queue_bridge import app
+from tests import fixtures
+from tests.integration.bridge.conftest import BRIDGE_USER, FAST, SYSTEM, config
+from tests.integration.cluster.test_kueue import Env
+from webhook import __main__ as webhook_main
+from webhook import settings as webhook_settings
+
+Obj = dict[str, Any]
+NS = "default"
+OTHER_NS = "evil"
+WEBHOOK_USER = f"system:serviceaccount:{SYSTEM}:kontinue-webhook"
+GRACE = 5
+MARGIN = 2.0
+"""The bridge's ``finalizer_margin_seconds`` (tests/integration/bridge/conftest.py ``config``)."""
+WAIT_SECONDS = 3
+HOOK = (SYSTEM, "kontinue-webhook", 443)
+
+
+@dataclasses.dataclass
+class Replica:
+    identity: str
+    task: asyncio.Task[int]
+    stop: asyncio.Event
+    api_client: Any
+    sock: socket.socket
+
+
+class Stack:
+    def __init__(self, c: cluster.Cluster, *, rng: random.Random) -> None:
+        self.cluster = c
+        self.api = c.api
+        self.admin = c.client()
+        self.rng = rng
+        self.replicas: list[Replica] = []
+        self.started_replicas = 0
+        self.hook: asyncio.Task[int] | None = None
+        self.hook_stop = asyncio.Event()
+        self.hook_client: Any = None
+        self.hook_sock: socket.socket | None = None
+        self.hook_url = ""
+
+    # -- the bridge ---------------------------------------------------------------------------
+
+    async def start_replica(self) -> Replica:
+        self.started_replicas += 1
+        identity = f"bridge-{self.started_replicas}"
+        api_client = await client.api_client_from_dict(self.api.kubeconfig(BRIDGE_USER))
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            app.run(
+                config(identity),
+                stop=stop,
+                api_client=api_client,
+                sock=sock,
+                cache_options=cacheset.CacheOptions(
+                    backoff=FAST, rng=random.Random(self.rng.random())
+                ),
+            ),
+            name=f"soak {identity}",
+        )
+        replica = Replica(identity, task, stop, api_client, sock)
+        self.replicas.append(replica)
+        return replica
+
+    async def kill(self, replica: Replica) -> None:
+        """The replica dies (its task cancelled: no graceful Lease release)."""
+        replica.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await replica.task
+        await replica.api_client.close()
+        replica.sock.close()
+        self.replicas.remove(replica)
+
+    async def leader(self) -> Replica | None:
+        lease = await self.admin.get(resources.LEASES, "kontinue-bridge", namespace=SYSTEM)
+        holder = (lease.get("spec") or {}).get("holderIdentity")
+        return next((r for r in self.replicas if r.identity == holder), None)
+
+    # -- the webhook --------------------------------------------------------------------------
+
+    async def start_webhook(self) -> None:
+        self.hook_stop = asyncio.Event()
+        self.hook_client = await client.api_client_from_dict(self.api.kubeconfig(WEBHOOK_USER))
+        self.hook_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.hook_sock.bind(("127.0.0.1", 0))
+        self.hook_url = f"https://127.0.0.1:{self.hook_sock.getsockname()[1]}"
+        self.hook = asyncio.create_task(
+            webhook_main.serve(
+                webhook_settings.Settings(
+                    namespace=SYSTEM,
+                    image="kontinue/kontinue:dev",
+                    queue_systems=("kueue",),
+                    cert_poll_seconds=3600,
+                    drain_seconds=0,
+                ),
+                stop=self.hook_stop,
+                api_client=self.hook_client,
+                sock=self.hook_sock,
+                cache_options=cacheset.CacheOptions(backoff=FAST),
+            ),
+            name="soak webhook",
+        )
+        await self._until_ready()
+        self.api.service_urls[HOOK] = self.hook_url
+
+    async def _until_ready(self) -> None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        async with aiohttp.ClientSession() as session:
+            while True:
+                if self.hook is not None and self.hook.done():
+                    raise RuntimeError(f"the webhook stopped: {self.hook!r}")
+                with contextlib.suppress(aiohttp.ClientError, OSError):
+                    async with session.get(self.hook_url + "/readyz", ssl=context) as answer:
+                        if answer.status == 200:
+                            return
+                if loop.time() > deadline:
+                    raise TimeoutError("the webhook did not turn ready within 60 s")
+                await asyncio.sleep(0.1)
+
+    async def stop_webhook(self) -> None:
+        """The webhook's endpoint is gone: the apiserver cannot reach it."""
+        self.api.service_urls.pop(HOOK, None)
+        self.hook_stop.set()
+        if self.hook is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.hook, 15)
+        if self.hook_client is not None:
+            await self.hook_client.close()
+        if self.hook_sock is not None:
+            self.hook_sock.close()
+        self.hook = None
+
+    async def close(self) -> None:
+        for replica in list(self.replicas):
+            replica.stop.set()
+        await asyncio.gather(
+            *(asyncio.wait_for(r.task, 15) for r in self.replicas), return_exceptions=True
+        )
+        for replica in list(self.replicas):
+            await replica.api_client.close()
+            replica.sock.close()
+        self.replicas.clear()
+        await self.stop_webhook()
+
+
+def policy(name: str = "soak") -> Obj:
+    return {
+        "apiVersion": keys.API_VERSION,
+        "kind": "CheckpointPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "storage": {"hostPath": {"path": "/var/kontinue"}, "mountPath": "/ckpt"},
+            "minGracePeriodSeconds": GRACE,
+            "restore": {"waitForSavingSeconds": WAIT_SECONDS},
+        },
+    }
+
+
+@contextlib.asynccontextmanager
+async def running(workdir: Path, *, members: int, rng: random.Random) -> AsyncIterator[Stack]:
+    """The whole system, ``members`` one-GPU nodes, a ClusterQueue of ``members`` GPUs opted in."""
+    one_gpu = gpus.GpuProfile(count=1)
+    specs = [nodes.NodeSpec(f"gpu-{i}", gpu=one_gpu) for i in range(members)]
+    async with cluster.Cluster(nodes=specs, workdir=workdir) as c:
+        kueue_controller.install_crds(c.api, fixtures.UPSTREAM / "kueue" / "crds")
+        kueue_controller.install_crds(c.api, fixtures.FIXTURES / "kueue-emulation")
+        for path in sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")):
+            c.api.install_crd(fixtures.load_one(path))
+        admin = c.client()
+        for namespace in (SYSTEM, OTHER_NS):
+            await admin.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
+        await admin.create(
+            resources.SECRETS, fixtures.load_one(fixtures.MANIFESTS / "webhook/secret.yaml")
+        )
+        for doc in fixtures.load_all(fixtures.MANIFESTS / "webhook/webhooks.yaml"):
+            mutating = doc["kind"] == "MutatingWebhookConfiguration"
+            await admin.create(
+                resources.MUTATING_WEBHOOKS if mutating else resources.VALIDATING_WEBHOOKS, doc
+            )
+        stack = Stack(c, rng=rng)
+        try:
+            await stack.start_webhook()
+            for _ in range(2):
+                await stack.start_replica()
+            async with kueue_controller.Kueue(c.api):
+                await Env(c.api).setup_queues(gpus=members)
+                await admin.create(resources.CHECKPOINT_POLICIES, copy.deepcopy(policy()))
+                labels = {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: "soak"}
+                await admin.patch(
+                    resources.CLUSTER_QUEUES,
+                    "gpu-cq",
+                    {"metadata": {"labels": labels}},
+                    content_type=api.MERGE_PATCH,
+                )
+                yield stack
+        finally:
+            await stack.close()

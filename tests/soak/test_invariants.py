@@ -1,0 +1,246 @@
+"""The soak's checks catch what they are meant to catch: each invariant on a record made of
+the store events a run would produce, once as it should be and once broken (issue 11's
+defects: a half-and-half restore, a torn member in a Succeeded set, another namespace's
+lineage, the newest good set expired, a finalizer held past its deadline)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emulator.apiserver import store
+from kontinue import keys
+from tests.soak import history, invariants, plan
+
+Obj = dict[str, Any]
+JOB_UID = "job-uid"
+
+
+class Builder:
+    def __init__(self) -> None:
+        self.record = history.Record()
+        self.rv = 1
+        self.clock = 0.0
+
+    def _put(self, key: tuple[str, str], obj: Obj, kind: str = "ADDED") -> None:
+        self.rv += 1
+        self.record.take(store.Event(self.rv, kind, key, obj, None), at=self.clock)
+        self.clock += 1.0  # a second between writes, unless a test says otherwise
+
+    def pod(self, uid: str, index: int, *, plumbed: bool = True, ns: str = "default") -> None:
+        annotations = {keys.JOB_COMPLETION_INDEX_ANNOTATION: str(index)}
+        if plumbed:
+            annotations[keys.LINEAGE_ANNOTATION] = "x"
+        self._put(
+            history.PODS,
+            {
+                "metadata": {
+                    "name": f"par-{uid}",
+                    "namespace": ns,
+                    "uid": uid,
+                    "labels": {keys.JOB_NAME_LABEL: "par"},
+                    "annotations": annotations,
+                    "ownerReferences": [{"uid": JOB_UID, "controller": True}],
+                }
+            },
+        )
+
+    def deleting(self, uid: str, *, deadline: str, held: bool) -> None:
+        pod = self.record.pods[uid]
+        obj = {
+            "metadata": {
+                **pod.last["metadata"],
+                "deletionTimestamp": deadline,
+                "finalizers": [keys.CHECKPOINT_FINALIZER] if held else [],
+            }
+        }
+        self._put(history.PODS, obj, "MODIFIED")
+
+    def set_(
+        self,
+        name: str,
+        members: dict[str, str],
+        *,
+        minute: int,
+        ns: str = "default",
+        lineage_ns: str = "default",
+    ) -> None:
+        self._put(history.CHECKPOINTS, self._cp(name, members, minute, ns, lineage_ns))
+
+    def verdict(self, name: str, phase: str, states: dict[str, str], ns: str = "default") -> None:
+        found = self.record.sets[(ns, name)]
+        obj = self._cp(name, found.members, 0, ns, found.lineage_namespace)
+        obj["spec"]["trigger"]["time"] = found.trigger_time
+        obj["status"] = {
+            "phase": phase,
+            "members": [
+                {"podName": f"par-{found.members[i]}", "state": s} for i, s in states.items()
+            ],
+        }
+        self._put(history.CHECKPOINTS, obj, "MODIFIED")
+
+    @staticmethod
+    def _cp(name: str, members: dict[str, str], minute: int, ns: str, lineage_ns: str) -> Obj:
+        return {
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "lineage": {"namespace": lineage_ns, "ownerUid": JOB_UID},
+                "trigger": {"time": f"2026-12-03T10:{minute:02}:00Z"},
+                "members": [
+                    {"podName": f"par-{uid}", "podUid": uid, "identity": who}
+                    for who, uid in members.items()
+                ],
+            },
+        }
+
+
+def restored(uid: str, step: int) -> invariants.Outcome:
+    return invariants.Outcome(started=True, restored_from=uid, restored_step=step)
+
+
+def saved(step: int | None) -> invariants.Outcome:
+    """A pod of the first incarnation: started cold, saved ``step`` (None: torn)."""
+    return invariants.Outcome(started=True, saved_step=step)
+
+
+def timeline() -> Builder:
+    """W {0,1} Succeeded, then T {0 Saved, 1 torn} Failed."""
+    b = Builder()
+    b.pod("w0", 0)
+    b.pod("w1", 1)
+    b.set_("w", {"index=0": "w0", "index=1": "w1"}, minute=1)
+    b.verdict("w", "Succeeded", {"index=0": "Saved", "index=1": "Saved"})
+    b.pod("t0", 0)
+    b.pod("t1", 1)
+    b.set_("t", {"index=0": "t0", "index=1": "t1"}, minute=2)
+    b.verdict("t", "Failed", {"index=0": "Saved", "index=1": "Failed"})
+    b.pod("n0", 0)
+    b.pod("n1", 1)
+    return b
+
+
+BASE = {
+    "w0": saved(10),
+    "w1": saved(11),
+    "t0": invariants.Outcome(started=True, restored_from="w0", restored_step=10, saved_step=20),
+    "t1": invariants.Outcome(started=True, restored_from="w1", restored_step=11),
+}
+
+
+def test_the_right_restores_pass_and_half_and_half_is_caught() -> None:
+    b = timeline()
+    good = {**BASE, "n0": restored("w0", 10), "n1": restored("w1", 11)}
+    assert invariants.check_restores(b.record, good, owner_uid=JOB_UID) == []
+    incarnation = [b.record.pods["n0"], b.record.pods["n1"]]
+    assert invariants.check_incarnation(b.record, good, incarnation, owner_uid=JOB_UID) == []
+    # issue 11 item 1: pod 0 restores the Failed set's member 0, pod 1 the older set
+    half = {**BASE, "n0": restored("t0", 20), "n1": restored("w1", 11)}
+    found = {v.invariant for v in invariants.check_restores(b.record, half, owner_uid=JOB_UID)}
+    assert found == {"restores-only-whole-sets", "restores-the-planned-member"}
+    cut = invariants.check_incarnation(b.record, half, incarnation, owner_uid=JOB_UID)
+    assert [v.invariant for v in cut] == ["one-cut-per-incarnation"]
+
+
+def test_a_cold_start_when_a_restore_was_due_and_a_wrong_step_are_caught() -> None:
+    b = timeline()
+    cold = {**BASE, "n0": invariants.Outcome(started=True), "n1": restored("w1", 11)}
+    found = invariants.check_restores(b.record, cold, owner_uid=JOB_UID)
+    assert [v.invariant for v in found] == ["restores-the-planned-member"]
+    wrong_step = {**BASE, "n0": restored("w0", 9), "n1": restored("w1", 11)}
+    found = invariants.check_restores(b.record, wrong_step, owner_uid=JOB_UID)
+    assert [v.invariant for v in found] == ["saved-data-unchanged"]
+
+
+def test_an_unplumbed_pod_is_expected_to_start_cold() -> None:
+    b = timeline()
+    b.pod("u0", 0, plumbed=False)
+    outcomes = {**BASE, "u0": invariants.Outcome(started=True)}
+    assert invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID) == []
+
+
+def test_a_restore_of_a_set_in_another_namespace_is_caught() -> None:
+    b = timeline()
+    b.set_("forged", {"index=0": "f0"}, minute=3, ns="evil")
+    b.verdict("forged", "Succeeded", {"index=0": "Saved"}, ns="evil")
+    b.pod("n2", 0)
+    outcomes = {**BASE, "n2": restored("f0", 5)}
+    found = invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID)
+    assert "restores-the-planned-member" in {v.invariant for v in found}
+    assert (
+        invariants.expected_source(
+            b.record.sets.values(),
+            namespace="default",
+            owner_uid=JOB_UID,
+            identity="index=0",
+            at=b.rv,
+        )
+        == "w0"
+    )
+
+
+def test_a_torn_member_in_a_succeeded_set_and_a_foreign_lineage_are_caught() -> None:
+    b = Builder()
+    b.pod("a0", 0)
+    b.set_("a", {"index=0": "a0"}, minute=1)
+    b.verdict("a", "Succeeded", {"index=0": "Saved"})
+    assert invariants.check_sets(b.record, {"a0": saved(3)}) == []
+    found = invariants.check_sets(b.record, {"a0": saved(None)})
+    assert [v.invariant for v in found] == ["succeeded-sets-are-whole"]
+    b.set_("b", {"index=0": "a0"}, minute=2, ns="evil", lineage_ns="default")
+    found = invariants.check_sets(b.record, {"a0": saved(3)})
+    assert [v.invariant for v in found] == ["namespace-own"]
+
+
+def test_expiring_the_newest_good_set_is_caught() -> None:
+    b = timeline()
+    b.verdict("w", "Expired", {"index=0": "Saved", "index=1": "Saved"})
+    found = invariants.check_retention(b.record, before=b.rv + 1)
+    # T is Failed: W holds both identities' newest saved members, and was needed for each
+    assert [v.invariant for v in found] == ["newest-good-kept"] * 2
+    assert {v.detail.rsplit(" ", 1)[1] for v in found} == {"index=0", "index=1"}
+    assert invariants.check_retention(b.record, before=b.rv) == []  # after the Job ended
+
+
+def test_a_finalizer_held_past_its_deadline_is_caught() -> None:
+    b = timeline()
+    b.deleting("n0", deadline="2026-12-03T10:00:00Z", held=True)
+    deadline = history._seconds("2026-12-03T10:00:00Z")
+    assert invariants.check_finalizers(b.record, margin=2, slack=20, now=deadline + 10) == []
+    found = invariants.check_finalizers(b.record, margin=2, slack=20, now=deadline + 60)
+    assert [v.invariant for v in found] == ["finalizer-within-deadline"]
+
+
+def test_the_plan_is_the_seeds() -> None:
+    assert plan.plan(82, 6, members=2) == plan.plan(82, 6, members=2)
+    assert plan.plan(82, 6, members=2) != plan.plan(83, 6, members=2)
+    rounds = plan.plan(7, 400, members=4)
+    assert {r.source for r in rounds} == set(plan.SOURCES)
+    assert {f.kind for r in rounds for f in r.faults} == set(plan.FAULT_KINDS)
+    for r in rounds:
+        for f in r.faults:
+            if f.kind == "torn" and r.source != "kueue":
+                assert f.member == r.victim  # only the evicted pod can tear its save
+
+
+def test_a_plan_from_an_older_view_is_a_finding_not_a_violation() -> None:
+    """The set recorded just before the pod's creation was missed: the pod starts cold, as the
+    rule gave before that set existed (docs/security.md, "Fault soak", finding 1)."""
+    b = Builder()
+    b.pod("a0", 0)
+    b.set_("a", {"index=0": "a0"}, minute=1)
+    b.verdict("a", "Succeeded", {"index=0": "Saved"})
+    b.pod("n0", 0)  # a second after the set was recorded: within LAG
+    outcomes = {"a0": saved(5), "n0": invariants.Outcome(started=True)}
+    found = invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID)
+    assert [v.invariant for v in found] == [invariants.LATE_PLAN]
+    b.clock += 10  # a set recorded long before is no excuse
+    b.pod("p0", 0)
+    outcomes |= {"p0": invariants.Outcome(started=True)}
+    found = invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID)
+    assert [v.invariant for v in found] == [invariants.LATE_PLAN, "restores-the-planned-member"]
+    # restoring a set that the rule never gave is still a violation, late or not
+    b.set_("b", {"index=0": "n0"}, minute=2)
+    b.verdict("b", "Failed", {"index=0": "Failed"})
+    b.pod("m0", 0)
+    outcomes |= {"m0": restored("n0", 1)}
+    found = invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID)
+    assert "restores-only-whole-sets" in {v.invariant for v in found}
