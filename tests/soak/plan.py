@@ -13,7 +13,9 @@ surround it (issue 11, "Make the search permanent"):
   (the leading bridge replica dies; a fresh replica replaces it), ``bridges-down`` (every replica
   dies; fresh ones start ``seconds`` later), ``webhook-outage`` (the webhook is unreachable for
   ``seconds``: mutation fails open, so pods created meanwhile are not plumbed), ``forge`` (another
-  namespace creates a Checkpoint naming this Job's lineage, and a pod forging a restore).
+  namespace creates a Checkpoint naming this Job's lineage, and a pod forging a restore),
+  ``volume-full`` (an evicted member's save fails as on a full checkpoint volume: a cut-short
+  data file, no manifest, a ``failed`` termination message).
 
 The same seed always gives the same plan (``describe`` prints it). Running it is not equally
 deterministic: the emulated cluster is asynchronous, so how the faults interleave with the
@@ -35,6 +37,7 @@ FAULT_KINDS = (
     "bridges-down",
     "webhook-outage",
     "forge",
+    "volume-full",
 )
 API_TARGETS = (
     ("create", "checkpoints", ""),
@@ -58,6 +61,7 @@ PROBABILITY = {
     "bridges-down": 0.1,
     "webhook-outage": 0.1,
     "forge": 0.15,
+    "volume-full": 0.15,
 }
 
 
@@ -76,8 +80,8 @@ class Fault:
     """``bridges-down``, ``webhook-outage``: how long it lasts."""
 
     def __str__(self) -> str:
-        if self.kind == "torn":
-            return f"torn(index={self.member})"
+        if self.kind in ("torn", "volume-full"):
+            return f"{self.kind}(index={self.member})"
         if self.kind == "api-error":
             verb, resource, sub = self.target
             what = f"{resource}/{sub}" if sub else resource
@@ -118,7 +122,7 @@ def plan(seed: int, rounds: int, *, members: int) -> list[Round]:
 
 def _fault(rng: random.Random, kind: str, *, source: str, victim: int, members: int) -> Fault:
     delay = round(rng.uniform(-0.5, 3.0), 1)
-    if kind == "torn":
+    if kind in ("torn", "volume-full"):
         member = rng.randrange(members) if source == "kueue" else victim
         return Fault(kind, member=member)
     if kind == "api-error":

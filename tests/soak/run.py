@@ -236,8 +236,9 @@ class Runner:
         added: list[emulated_faults.Fault] = []
         for fault in r.faults:
             self.report.faults[fault.kind] += 1
-            if fault.kind == "torn":
-                (self.control / f"torn-{fault.member}").touch()
+            if fault.kind in ("torn", "volume-full"):
+                prefix = "torn" if fault.kind == "torn" else "full"
+                (self.control / f"{prefix}-{fault.member}").touch()
             elif fault.kind == "api-error":
                 verb, resource, sub = fault.target
                 added.append(
@@ -269,8 +270,8 @@ class Runner:
             for injected in added:
                 self.report.api_errors_fired += injected.fired
                 self.s.api.faults.remove(injected)
-            for torn in self.control.glob("torn-*"):
-                torn.unlink()
+            for marker in [*self.control.glob("torn-*"), *self.control.glob("full-*")]:
+                marker.unlink()
             if self.s.hook is None:
                 await self.s.start_webhook()
             while len(self.s.replicas) < 2:
@@ -409,7 +410,10 @@ class Runner:
         forged = {
             "apiVersion": keys.API_VERSION,
             "kind": "Checkpoint",
-            "metadata": {"name": f"forged-{r.number}", "namespace": stack.OTHER_NS},
+            "metadata": {
+                "name": f"{invariants.FORGED_PREFIX}{r.number}",
+                "namespace": stack.OTHER_NS,
+            },
             "spec": own["spec"],
         }
         try:

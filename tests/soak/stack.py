@@ -96,12 +96,14 @@ class Stack:
 
     async def kill(self, replica: Replica) -> None:
         """The replica dies (its task cancelled: no graceful Lease release)."""
+        if replica not in self.replicas:
+            return  # two faults at once chose the same replica
+        self.replicas.remove(replica)
         replica.task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await replica.task
         await replica.api_client.close()
         replica.sock.close()
-        self.replicas.remove(replica)
 
     async def leader(self) -> Replica | None:
         lease = await self.admin.get(resources.LEASES, "kontinue-bridge", namespace=SYSTEM)

@@ -1,11 +1,12 @@
 """The short soak inside ``make test``: one seed's 3 rounds on the whole emulated system.
 
-Seed 3796's plan has every eviction source and every fault kind (tests/soak/plan.py), and an
-evicted member SIGKILLed mid-save in each round: an Eviction API round with watches cut, the
-history compacted and every bridge replica down for 3 s; a Kueue eviction of the whole Job with
-the webhook offline, the leader killed and the webhook's Checkpoint lists failing; a
-kube-scheduler preemption with a forged Checkpoint from another namespace and another leader
-killed. ``make soak`` runs longer plans (docs/security.md, "Fault soak").
+Seed 42854's plan has every eviction source and every fault kind (tests/soak/plan.py): a
+kube-scheduler preemption with the webhook offline and the history compacted (410); a Kueue
+eviction of the whole Job with a member SIGKILLed mid-save, the leader killed while every
+replica goes down, the bridge's Events failing with 503 and a forged Checkpoint from another
+namespace; an Eviction API round whose member's save fails on a full volume, with the bridge's
+Lease updates answered 409, watches cut and the leader killed again. ``make soak`` runs longer
+plans (docs/security.md, "Fault soak").
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from tests.soak import plan, run
 
-SEED = 3796
+SEED = 42854
 ROUNDS = 3
 
 

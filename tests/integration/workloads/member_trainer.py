@@ -7,7 +7,10 @@ the ``{"kontinue": "saved"}`` termination message and exits 143. On start it fol
 ``KONTINUE_RESTORE_FROM`` when the restore init-container linked it, refuses (exit 7) a directory
 saved by another identity, and prints one ``RESTORED member=<m> step=<n> dir=<saver pod uid>``
 line. If ``<MEMBER_CONTROL_DIR>/torn-<index>`` exists at SIGTERM it ignores the signal (a save
-the grace period cuts short: SIGKILL, no manifest). Once ``<MEMBER_CONTROL_DIR>/finish`` exists it
+the grace period cuts short: SIGKILL, no manifest). If ``<MEMBER_CONTROL_DIR>/full-<index>``
+exists at SIGTERM its save fails as on a full checkpoint volume: the data file is cut short, no
+manifest, the termination message ``{"kontinue": "failed", ...}`` and exit 143, as
+docs/workload-contract.md says of a save that raises. Once ``<MEMBER_CONTROL_DIR>/finish`` exists it
 prints ``FINISHED member=<m> step=<n>`` and exits 0 (the work is done: the Job completes).
 """
 
@@ -63,6 +66,12 @@ def main() -> int:
         while True:  # never saves: the grace period ends in SIGKILL
             time.sleep(1)
     target.mkdir(parents=True, exist_ok=True)
+    if (control / f"full-{identity.index_of(member)}").exists():
+        (target / "state.json").write_text('{"member": ')  # the volume filled up mid-write
+        error = "[Errno 28] No space left on device"
+        log.write_text(json.dumps({keys.SAVED_MARKER_KEY: "failed", "error": error}))
+        print(f"SAVE-FAILED member={member} step={step} {error}", flush=True)
+        return 143
     (target / "state.json").write_text(json.dumps({"member": member, "step": step}))
     checkpoint_format.write_manifest(target, extra={keys.MANIFEST_MEMBER_KEY: member, "step": step})
     log.write_text(json.dumps({keys.SAVED_MARKER_KEY: keys.SAVED_MARKER_VALUE, "step": step}))
