@@ -251,12 +251,8 @@ class Runner:
                         count=fault.count,
                     )
                 )
-            elif fault.kind == "forge":
-                await self.forge(r)
-            elif fault.delay < 0:
-                timed.append(asyncio.create_task(self.act(fault, 0.0)))
-            else:
-                timed.append(asyncio.create_task(self.act(fault, fault.delay)))
+            else:  # the rest at their moment, so that they can overlap (a forgery mid-outage)
+                timed.append(asyncio.create_task(self.act(fault, max(fault.delay, 0.0), r)))
         try:
             await asyncio.sleep(0.5)  # faults scheduled before the eviction take hold first
             await self.evict(r)
@@ -376,9 +372,11 @@ class Runner:
             return cluster_module.job_finished(obj)
         return (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
-    async def act(self, fault: plan.Fault, delay: float) -> None:
+    async def act(self, fault: plan.Fault, delay: float, r: plan.Round) -> None:
         await asyncio.sleep(delay)
-        if fault.kind == "watch-drop":
+        if fault.kind == "forge":
+            await self.forge(r)
+        elif fault.kind == "watch-drop":
             self.s.api.drop_watches()
         elif fault.kind == "compact":
             self.s.api.compact()
@@ -480,7 +478,11 @@ class Runner:
             f"expired@r{s.expired_at} {s.states} {s.members}"
             for s in sorted(self.record.sets.values(), key=lambda s: s.added)
         ]
-        self.report.sets = sum(1 for s in self.record.sets.values() if s.owner_uid == self.job_uid)
+        self.report.sets = sum(
+            1
+            for s in self.record.sets.values()
+            if s.owner_uid == self.job_uid and s.namespace == stack.NS
+        )
 
 
 def _index(pod: Obj) -> int:
