@@ -15,7 +15,9 @@
   emulator/volcano. A scavenger carries upstream's example policy ``PodEvicted -> RestartJob``
   with Volcano's default ``maxRetry`` (3): without Kontinue each eviction restarts it and uses a
   retry (the third fails it, upstream issue #2560); with Kontinue the webhook rewrites the
-  policies at CREATE (docs/webhook.md).
+  policies at CREATE (docs/webhook.md). Priority pods carry ``volcano.sh/preemptable: "false"``:
+  Volcano's reclaim takes from an over-share queue whatever the priority, and the priority
+  vcjobs in ``scavenge`` would otherwise be reclaimed by those in ``prod``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ VOLCANO = "volcano"
 ALL = (KUEUE, VOLCANO, SCHEDULER)
 SCAVENGE = "scavenge"
 PROD = "prod"
+PREEMPTABLE = "volcano.sh/preemptable"
+"""pkg/scheduler/api/pod_info.go ``GetPodPreemptable``: ``"false"`` keeps a pod off every victim
+list (the priority plugin orders preempt victims only; reclaim across queues ignores priority)."""
 SCAVENGER_POLICIES = [{"event": "PodEvicted", "action": "RestartJob"}]
 
 
@@ -60,6 +65,9 @@ def setup(
 
 
 def _volcano_queue(name: str, total_gpus: int, *, deserved: int) -> Obj:
+    """``deserved`` names every resource the pods request: the capacity plugin counts one left
+    out as nothing deserved, so a queue could never reclaim for a pod requesting it."""
+    share = deserved / total_gpus
     return {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "Queue",
@@ -67,8 +75,12 @@ def _volcano_queue(name: str, total_gpus: int, *, deserved: int) -> Obj:
         "spec": {
             "weight": 1,
             "reclaimable": True,
-            "capability": {keys.GPU_RESOURCE: str(total_gpus)},
-            "deserved": {keys.GPU_RESOURCE: str(deserved)},
+            "capability": {keys.GPU_RESOURCE: str(total_gpus), "cpu": "64", "memory": "256Gi"},
+            "deserved": {
+                keys.GPU_RESOURCE: str(deserved),
+                "cpu": str(int(64 * share)),
+                "memory": f"{int(256 * share)}Gi",
+            },
         },
     }
 
@@ -87,8 +99,10 @@ def job(
     Volcano Job with its pod template; ``index`` alternates a priority vcjob's queue."""
     if system != VOLCANO:
         return resources.JOBS, batch
-    template = batch["spec"]["template"]
+    template = copy.deepcopy(batch["spec"]["template"])
     priority = role is timeline.Role.PRIORITY
+    if priority:  # Volcano's reclaim ignores priority: keep priority work off its victim list
+        template.setdefault("metadata", {}).setdefault("annotations", {})[PREEMPTABLE] = "false"
     return resources.VOLCANO_JOBS, {
         "apiVersion": f"{keys.VOLCANO_BATCH_GROUP}/v1alpha1",
         "kind": "Job",

@@ -18,6 +18,13 @@ least every ``period`` s, like ``--schedule-period``) runs the CI action list
   preempting to accommodate a higher priority pod"), then a DELETE with empty options, so the
   pod's own grace period applies. An eviction whose conditions are already present writes and
   deletes nothing (``UpdatePodCondition`` reports no change), as upstream.
+- pipelining: a pending pod that did not bind but for which reclaim or preempt found room (its
+  victims evicted now, or still releasing) is *pipelined* on that node for the rest of the
+  session (``Statement.Pipeline``, ``pkg/scheduler/framework/statement.go``): its request
+  counts as used there, so a later, lower-priority pod of the same session does not bind onto
+  the GPUs being freed for it (upstream's allocate predicate checks ``FutureIdle = Idle +
+  Releasing - Pipelined``, ``pkg/scheduler/actions/allocate/allocate.go``). Pods are taken in
+  priority order every session, so the claim holds until the preemptor binds.
 """
 
 from __future__ import annotations
@@ -96,9 +103,10 @@ class VolcanoScheduler:
             )
             not in (None, "", "Pending")
         ]
+        pipelined: list[Object] = []  # this session's claims, as bound copies of the pods
         for pod in scheduling.queue_order(pending):
             queue = queues.get(victims.queue_of(pod))
-            fit = scheduling.find_fit(pod, nodes, pods)
+            fit = scheduling.find_fit(pod, nodes, [*pods, *pipelined])
             if fit.node is not None and victims.queue_has_room(pod, queue, pods):
                 bound = await self._bind(pod, fit.node)
                 pods = [
@@ -106,12 +114,15 @@ class VolcanoScheduler:
                 ]
                 continue
             for action in ("reclaim", "preempt"):
-                plan = victims.plan(pod, nodes=nodes, pods=pods, queues=queues, action=action)
+                plan = victims.plan(
+                    pod, nodes=nodes, pods=pods, queues=queues, action=action, pipelined=pipelined
+                )
                 if plan is None:
                     continue
                 for victim in plan.victims:
                     group = groups.get((victim["metadata"]["namespace"], victims.group_of(victim)))
                     await self.evict(victim, reason=action, group=group)
+                pipelined.append({**pod, "spec": {**pod["spec"], "nodeName": plan.node}})
                 break
 
     async def _enqueue(

@@ -12,6 +12,9 @@ Copies, for a single-tier session with the capacity/proportion, priority, gang-l
   then the youngest; victims are popped until the task fits the node's ``FutureIdle`` (idle +
   releasing): pods already terminating count toward the preemptor, so a pending preemptor whose
   victims are still terminating evicts nobody else (it is pipelined and waits).
+- ``pkg/scheduler/api/pod_info.go`` ``GetPodPreemptable``: a pod whose ``volcano.sh/preemptable``
+  annotation (else label) is false, or not a Go ``strconv.ParseBool`` value, is never a victim of
+  either action (``task.Preemptable``); absent means preemptable.
 Not copied: gang/minAvailable victim protection, DRF, PDBs, hierarchy, topology, extenders.
 """
 
@@ -87,6 +90,22 @@ def _may_reclaim(pod: Object, queue: Object | None, pods: Sequence[Object]) -> b
     )
 
 
+PREEMPTABLE = "volcano.sh/preemptable"
+_GO_BOOLS = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False),
+}
+
+
+def preemptable(pod: Object) -> bool:
+    """``GetPodPreemptable``: the annotation first, then the label; default true."""
+    meta = pod.get("metadata") or {}
+    for marks in (meta.get("annotations") or {}, meta.get("labels") or {}):
+        if PREEMPTABLE in marks:
+            return _GO_BOOLS.get(str(marks[PREEMPTABLE]), False)
+    return True
+
+
 def _reclaimable(queue: Object | None) -> bool:
     return ((queue or {}).get("spec") or {}).get("reclaimable") is not False
 
@@ -113,9 +132,12 @@ def plan(
     pods: Sequence[Object],
     queues: Mapping[str, Object],
     action: str,
+    pipelined: Sequence[Object] = (),
 ) -> Plan | None:
     """Victims on the first node where evicting them makes ``pod`` fit; ``victims`` is empty
-    when the node's releasing pods already make room (the preemptor waits)."""
+    when the node's releasing pods already make room (the preemptor waits). ``pipelined``: pods
+    this session already pipelined (bound copies): their requests count as used on their
+    node (``FutureIdle`` minus ``Pipelined``), and they are never victims."""
     mine = queue_of(pod)
     if action == "reclaim" and not _may_reclaim(pod, queues.get(mine), pods):
         return None
@@ -128,7 +150,8 @@ def plan(
             p for p in pods if scheduling.node_name(p) == name and not scheduling.is_terminal(p)
         ]
         used: Resources = {}
-        for p in on_node:
+        claimed = [p for p in pipelined if scheduling.node_name(p) == name]
+        for p in [*on_node, *claimed]:
             if not scheduling.is_deleting(p):  # releasing pods count as future idle
                 for n, v in scheduling.pod_requests(p).items():
                     used[n] = used.get(n, Fraction(0)) + v
@@ -137,7 +160,7 @@ def plan(
             return Plan(action, name, [])
         candidates = []
         for p in on_node:
-            if scheduling.is_deleting(p) or group_of(p) == group_of(pod):
+            if scheduling.is_deleting(p) or group_of(p) == group_of(pod) or not preemptable(p):
                 continue
             theirs = queue_of(p)
             if action == "reclaim":

@@ -84,3 +84,17 @@ def test_an_exit_code_policy_matches_podfailed_by_the_pods_exit_code() -> None:
     assert jobs.action_for(job, "w", "PodFailed", 1) == "TerminateJob"
     assert jobs.action_for(job, "w", "PodFailed", 2) == "TerminateJob"  # the event policy first
     assert jobs.action_for(job, "w", "PodEvicted") == jobs.SYNC_JOB
+
+
+def test_preemptable_reads_the_annotation_then_the_label_like_getpodpreemptable() -> None:
+    from emulator.volcano import victims
+
+    def pod(annotations: dict[str, str], labels: dict[str, str]) -> Obj:
+        return {"metadata": {"annotations": annotations, "labels": labels}}
+
+    key = victims.PREEMPTABLE
+    assert victims.preemptable(pod({}, {}))
+    assert not victims.preemptable(pod({key: "false"}, {key: "true"}))
+    assert victims.preemptable(pod({key: "T"}, {key: "false"}))
+    assert not victims.preemptable(pod({}, {key: "0"}))
+    assert not victims.preemptable(pod({key: "yes"}, {}))  # not a Go bool: not preemptable
