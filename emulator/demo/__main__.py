@@ -143,6 +143,8 @@ async def _main(args: argparse.Namespace) -> int:
     print(f"queue system: {options.queue_system}")
     print(report.table(metrics.reports(runs), extra))
     print(scrape.summary(runs[0]))
+    sources = ", ".join(f"{k} {v}" for k, v in sorted(runs[0].checkpoint_sources.items()))
+    print(f"checkpoints by who evicted (spec.trigger.source): {sources or 'none'}")
     chart = report.chart(runs, out / "occupancy.png")
     raw = out / "timeline.json"
     raw.write_text(json.dumps([dataclasses.asdict(run) for run in runs], indent=1))

@@ -11,6 +11,7 @@ opt out (``kontinue.dev/checkpoint: "false"``): they are short and nothing shoul
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
@@ -273,6 +274,10 @@ async def run(
         pods=tuple(pods),
         workload=options.workload,
         bridge_restores=scraped,
+        queue_system=kind,
+        checkpoint_sources=dict(
+            collections.Counter(str(cp["spec"]["trigger"]["source"]) for cp in checkpoints)
+        ),
     )
 
 

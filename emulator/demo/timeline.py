@@ -66,3 +66,7 @@ class Run:
     workload: str = "counter"
     bridge_restores: dict[str, int] = dataclasses.field(default_factory=dict)
     """``kontinue_restores_total`` by result, scraped from the bridge at the end (with Kontinue)."""
+    queue_system: str = "kueue"
+    checkpoint_sources: dict[str, int] = dataclasses.field(default_factory=dict)
+    """The run's Checkpoints by ``spec.trigger.source`` (who evicted: ``Kueue``, ``Volcano``,
+    ``Scheduler``); empty without Kontinue."""

@@ -11,9 +11,19 @@ so detection happens before the DELETE; a DELETE admission review can confirm it
 
 One eviction of one pod is identified by the ``DisruptionTarget`` condition's
 ``lastTransitionTime``, the trigger's ``time``.
+
+The kubelet owns ``Ready`` and rewrites it once the victim's containers stop, while
+``DisruptionTarget`` stays: a pod scheduled by Volcano (``spec.schedulerName: volcano``; no
+kube-scheduler profile schedules it, so none preempts it) or deleted by its scheduler, carrying
+``DisruptionTarget=True``/``PreemptionByScheduler``, is Volcano's eviction even when ``Ready`` no
+longer says ``Evict`` — otherwise a bridge that first looks at the pod after the kubelet's write
+would record Volcano's eviction as kube-scheduler's. The trigger's message is ``Ready``'s ("Pod is
+evicted, because of reclaim") while it is there, else ``DisruptionTarget``'s.
 """
 
 from __future__ import annotations
+
+import datetime
 
 from kontinue import keys
 from kontinue.models import base, checkpoint, core
@@ -23,19 +33,20 @@ EVICT_REASON = "Evict"
 SCHEDULER_NAME = "volcano"
 
 
-def _marks(pod: core.Pod) -> tuple[base.Condition, base.Condition] | None:
-    """``(Ready, DisruptionTarget)`` when both carry the evictor's marks."""
+def _marks(pod: core.Pod) -> tuple[base.Condition | None, base.Condition] | None:
+    """``(Ready, DisruptionTarget)``: ``DisruptionTarget`` as the evictor writes it, and
+    ``Ready`` only while it still carries the evictor's ``Evict`` (else ``None``)."""
     conditions = pod.status.conditions if pod.status else None
     ready = base.find_condition(conditions, "Ready")
     target = base.find_condition(conditions, keys.POD_CONDITION_DISRUPTION_TARGET)
-    if ready is None or ready.status != "False" or ready.reason != EVICT_REASON:
-        return None
     if (
         target is None
         or target.status != "True"
         or target.reason != keys.DISRUPTION_PREEMPTION_BY_SCHEDULER
     ):
         return None
+    if ready is None or ready.status != "False" or ready.reason != EVICT_REASON:
+        return None, target
     return ready, target
 
 
@@ -71,15 +82,20 @@ def eviction(
     marks = _marks(pod)
     assert marks is not None  # is_volcano_eviction checked them
     ready, target = marks
-    when = target.last_transition_time or ready.last_transition_time
+    when = _time(marks)
     if when is None:
         return None
     seen = _marks(previous) if previous is not None else None
-    if seen is not None and (seen[1].last_transition_time or seen[0].last_transition_time) == when:
+    if seen is not None and _time(seen) == when:
         return None
     return checkpoint.Trigger(
         source=checkpoint.TriggerSource.VOLCANO,
         reason=target.reason or keys.DISRUPTION_PREEMPTION_BY_SCHEDULER,
-        message=ready.message or target.message or "",
+        message=(ready.message if ready is not None else None) or target.message or "",
         time=when,
     )
+
+
+def _time(marks: tuple[base.Condition | None, base.Condition]) -> datetime.datetime | None:
+    ready, target = marks
+    return target.last_transition_time or (ready.last_transition_time if ready else None)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kontinue import keys, moving
-from kontinue.models import checkpoint, core, errors, kueue, policy
+from kontinue.models import base, checkpoint, core, errors, kueue, policy
 from queue_bridge import sources
 from queue_bridge.sources import disruption, volcano
 from queue_bridge.sources import kueue as kueue_source
@@ -219,13 +219,18 @@ VOLCANO: dict[str, tuple[core.Pod, str | None, bool]] = {
         True,
     ),
     "kube-scheduler-preemption": (recorded("pod-disruption-preemption-by-scheduler"), None, False),
-    "ready-true": (
-        edit(volcano_victim(), lambda d: _condition(d, "Ready").update(status="True")),
-        None,
-        False,
-    ),
-    "ready-false-other-reason": (
+    "ready-rewritten-by-the-kubelet": (
         edit(volcano_victim(), lambda d: _condition(d, "Ready").update(reason="PodFailed")),
+        None,
+        True,
+    ),
+    "kube-scheduler-preemption-ready-evict": (
+        edit(
+            recorded("pod-disruption-preemption-by-scheduler"),
+            lambda d: d["status"]["conditions"].append(
+                {"type": "Ready", "status": "False", "reason": "Evict"}
+            ),
+        ),
         None,
         False,
     ),
@@ -246,7 +251,17 @@ def test_volcano_eviction(pod: core.Pod, deleted_by: str | None, triggers: bool)
     if found is not None:
         assert found.source is checkpoint.TriggerSource.VOLCANO
         assert found.reason == keys.DISRUPTION_PREEMPTION_BY_SCHEDULER
-        assert found.message == "Pod is evicted, because of reclaim"
+        ready = base.find_condition(pod.status.conditions if pod.status else None, "Ready")
+        target = base.find_condition(
+            pod.status.conditions if pod.status else None, keys.POD_CONDITION_DISRUPTION_TARGET
+        )
+        assert target is not None
+        expected = (
+            "Pod is evicted, because of reclaim"
+            if ready is not None and ready.reason == "Evict"
+            else target.message
+        )
+        assert found.message == expected
         assert found.time.isoformat() == "2026-08-20T05:40:02+00:00"
 
 
