@@ -2,8 +2,9 @@
 
 GPU time is split the way an operator would account it: a GPU held by a priority pod is
 *priority*; held by a scavenger's main container, *scavenger* (of which the steps later thrown
-away by a restart from an older state are *lost*); held while a restore init-container verifies
-or a preempted scavenger saves, *overhead*; held by nobody, *idle*.
+away by a restart from an older state are *lost*, and the steps re-doing them *rework*: the
+chart, :func:`occupancy`, shows both as their own categories); held while a restore
+init-container verifies or a preempted scavenger saves, *overhead*; held by nobody, *idle*.
 """
 
 from __future__ import annotations
@@ -143,36 +144,75 @@ def report(run: timeline.Run) -> Report:
     )
 
 
+CATEGORIES = ("priority", "scavenger", "rework", "thrown_away", "overhead", "idle")
+"""The chart's categories, bottom to top. A scavenger's main-container time is split three ways:
+*thrown_away* — the last steps before a preemption that the next incarnation did not resume
+from (:func:`lost_steps`, at the run's step rate); *rework* — the next incarnation's first
+steps, re-doing exactly those; *scavenger* — the rest, new kept progress."""
+
+
+def _incarnation_losses(incarnations: list[PodRecord]) -> dict[int, tuple[int, int]]:
+    """``id(record)`` -> (steps it threw away at its preemption, steps it re-did at its start)."""
+    ordered = sorted(incarnations, key=lambda r: r.created)
+    out: dict[int, tuple[int, int]] = {id(r): (0, 0) for r in ordered}
+    for current, following in zip(ordered, [*ordered[1:], None], strict=True):
+        if not current.preempted:
+            continue
+        (lost,) = lost_steps([current, following] if following is not None else [current])[:1]
+        out[id(current)] = (lost, out[id(current)][1])
+        if following is not None and following.first_step is not None:
+            done = max(0, (following.last_step or 0) - (following.first_step - 1))
+            out[id(following)] = (out[id(following)][0], min(lost, done))
+    return out
+
+
 def occupancy(
     run: timeline.Run, *, step: float = 1.0
-) -> tuple[list[float], dict[str, list[float]]]:
-    """GPUs per category sampled every ``step`` seconds, for the chart."""
+) -> tuple[list[float], dict[str, list[float]], dict[str, float]]:
+    """GPUs per category (:data:`CATEGORIES`) sampled every ``step`` seconds, and each
+    category's GPU·s over the run (exact, from the intervals), for the chart and its legend."""
     times = [i * step for i in range(int(run.duration / step) + 1)]
-    series: dict[str, list[float]] = {
-        name: [0.0] * len(times) for name in ("priority", "scavenger", "overhead", "idle")
-    }
+    series: dict[str, list[float]] = {name: [0.0] * len(times) for name in CATEGORIES}
+    totals: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)
 
     def add(name: str, gpus: int, start: float | None, end: float | None) -> None:
         if start is None:
             return
         stop = run.duration if end is None else end
+        totals[name] += gpus * _span(start, stop, run.duration)
         for index, t in enumerate(times):
             if start <= t < stop:
                 series[name][index] += gpus
 
+    by_job: dict[str, list[PodRecord]] = collections.defaultdict(list)
+    for pod in run.pods:
+        if pod.role is Role.SCAVENGER:
+            by_job[pod.job].append(pod)
+    losses: dict[int, tuple[int, int]] = {}
+    for incarnations in by_job.values():
+        losses.update(_incarnation_losses(incarnations))
     for pod in run.pods:
         if pod.role is Role.PRIORITY:
             add("priority", pod.gpus, pod.started, pod.ended)
             continue
         add("overhead", pod.gpus, pod.started, pod.running)
         end_useful = pod.terminating if pod.terminating is not None else pod.ended
-        add("scavenger", pod.gpus, pod.running, end_useful)
+        if pod.running is not None:
+            end = min(run.duration if end_useful is None else end_useful, run.duration)
+            lost, redone = losses.get(id(pod), (0, 0))
+            thrown_from = max(pod.running, end - lost / run.steps_per_second)
+            rework_to = min(thrown_from, pod.running + redone / run.steps_per_second)
+            add("rework", pod.gpus, pod.running, rework_to)
+            add("scavenger", pod.gpus, rework_to, thrown_from)
+            add("thrown_away", pod.gpus, thrown_from, end)
         if pod.terminating is not None:
             add("overhead", pod.gpus, pod.terminating, pod.ended)
     for index in range(len(times)):
-        used = sum(series[n][index] for n in ("priority", "scavenger", "overhead"))
+        used = sum(series[n][index] for n in CATEGORIES if n != "idle")
         series["idle"][index] = max(0.0, run.gpus_total - used)
-    return times, series
+    used_total = sum(v for k, v in totals.items() if k != "idle")
+    totals["idle"] = max(0.0, run.gpus_total * run.duration - used_total)
+    return times, series, totals
 
 
 def reports(runs: Iterable[timeline.Run]) -> list[Report]:

@@ -71,7 +71,10 @@ class Recorder:
         self.namespace = namespace
         self.t0 = started_at
         self.pods: dict[str, _Pod] = {}
+        self.checkpoint_seen: dict[str, float] = {}
+        """Checkpoint name -> when its watch first delivered it (Kontinue's runs only)."""
         self._task: asyncio.Task[None] | None = None
+        self._checkpoints: asyncio.Task[None] | None = None
 
     def now(self) -> float:
         return asyncio.get_running_loop().time() - self.t0
@@ -80,12 +83,29 @@ class Recorder:
         listed = await self.cluster.client().list(resources.PODS, namespace=self.namespace)
         version = listed["metadata"]["resourceVersion"]
         self._task = asyncio.create_task(self._watch(version), name="demo-recorder")
+        with contextlib.suppress(Exception):  # no Checkpoint CRD without Kontinue
+            cps = await self.cluster.client().list(resources.CHECKPOINTS, namespace=self.namespace)
+            self._checkpoints = asyncio.create_task(
+                self._watch_checkpoints(cps["metadata"]["resourceVersion"]),
+                name="demo-recorder-checkpoints",
+            )
 
     async def stop(self) -> None:
         # informer.stop re-cancels: a single cancel of an emulator watch can be swallowed on
         # Python 3.11 (its wait_for), and awaiting the task would then hang the run.
         if self._task is not None:
             await informer.stop([self._task])
+        if self._checkpoints is not None:
+            await informer.stop([self._checkpoints])
+
+    async def _watch_checkpoints(self, version: str) -> None:
+        watcher = self.cluster.client().watch(
+            resources.CHECKPOINTS, namespace=self.namespace, resource_version=version
+        )
+        async for event in watcher:
+            name = (event.get("object") or {}).get("metadata", {}).get("name")
+            if name and event["type"] == "ADDED":
+                self.checkpoint_seen.setdefault(name, self.now())
 
     async def _watch(self, version: str) -> None:
         watcher = self.cluster.client().watch(
@@ -213,6 +233,11 @@ class Recorder:
                         None if record.restored_from is None else record.restored_from == newest
                     ),
                     newest_checkpoint=newest,
+                    newest_existed=(
+                        None
+                        if newest is None or newest not in self.checkpoint_seen
+                        else self.checkpoint_seen[newest] <= record.created
+                    ),
                     checkpoint_node=members[0].get("node"),
                     done=done[-1] if done else None,
                 )

@@ -55,35 +55,50 @@ def table(
 COLOURS = {
     "priority": "#d62728",
     "scavenger": "#2ca02c",
+    "rework": "#bcbd22",
+    "thrown_away": "#7f7f7f",
     "overhead": "#ff7f0e",
-    "idle": "#c7c7c7",
+    "idle": "#e8e8e8",
 }
+LABELS = {
+    "priority": "priority",
+    "scavenger": "scavenger work kept",
+    "rework": "rework (re-doing thrown-away steps)",
+    "thrown_away": "scavenger work thrown away",
+    "overhead": "checkpoint + restore",
+    "idle": "idle",
+}
+HATCHES = {"thrown_away": "xx", "rework": ".."}
 
 
 def chart(runs: Sequence[timeline.Run], path: Path) -> Path:
-    """One stacked-area panel per run: GPUs by category over time."""
+    """One stacked-area panel per run: GPUs by category over time, every category (work later
+    thrown away and the rework it causes included) with its GPU·s in that panel's legend."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
     figure, axes = pyplot.subplots(
-        len(runs), 1, figsize=(10, 3.2 * len(runs)), sharex=True, squeeze=False
+        len(runs), 1, figsize=(13, 3.2 * len(runs)), sharex=True, squeeze=False
     )
     for axis, run in zip(axes[:, 0], runs, strict=True):
-        times, series = metrics.occupancy(run)
-        names = ["priority", "scavenger", "overhead", "idle"]
-        axis.stackplot(
+        times, series, totals = metrics.occupancy(run)
+        names = list(metrics.CATEGORIES)
+        areas = axis.stackplot(
             times,
             *(series[n] for n in names),
-            labels=["priority", "scavenger", "checkpoint + restore", "idle"],
+            labels=[f"{LABELS[n]}: {totals[n]:.0f} GPU·s" for n in names],
             colors=[COLOURS[n] for n in names],
             step="post",
         )
+        for area, name in zip(areas, names, strict=True):
+            if name in HATCHES:
+                area.set_hatch(HATCHES[name])
         axis.set_ylim(0, run.gpus_total)
         axis.set_ylabel("GPUs")
         axis.set_title(run.name)
-    axes[0, 0].legend(loc="upper right", fontsize="small")
+        axis.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     axes[-1, 0].set_xlabel("seconds")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -53,9 +53,9 @@ def setup(
         ]
     found = kueue_queues
     if system == SCHEDULER:
-        found = copy.deepcopy(found)
+        found = [(resource, copy.deepcopy(obj)) for resource, obj in found]
         for resource, obj in found:
-            if resource is resources.CLUSTER_QUEUES:
+            if resource == resources.CLUSTER_QUEUES:
                 obj["spec"]["preemption"] = {"withinClusterQueue": "Never"}
                 (group,) = obj["spec"]["resourceGroups"]
                 for quota in group["flavors"][0]["resources"]:

@@ -42,6 +42,10 @@ class PodRecord:
     restored_from_newest: bool | None = None
     newest_checkpoint: str | None = None
     """The newest Succeeded checkpoint of its job when it was created: what it should restore."""
+    newest_existed: bool | None = None
+    """Whether ``newest_checkpoint`` had been created (seen by the run's watch) before this pod
+    was: a pod created earlier (a Job's replacement made as soon as the victim failed, before the
+    bridge recorded its eviction) cannot restore it; docs/demo.md."""
     checkpoint_node: str | None = None
     """The node the checkpoint it restored from was written on."""
     done: str | None = None

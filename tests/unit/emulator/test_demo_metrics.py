@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,7 @@ def test_percentile_is_an_observed_value() -> None:
 
 def test_occupancy_never_exceeds_the_cluster() -> None:
     run = _run(PRIORITY, _scavenger("a", started=0, running=5, ended=90, exit_code=0))
-    times, series = metrics.occupancy(run, step=1.0)
+    times, series, _ = metrics.occupancy(run, step=1.0)
     for index in range(len(times)):
         assert sum(series[name][index] for name in series) == 8
     assert series["overhead"][2] == 4  # restore init-container before the main container
@@ -135,3 +136,33 @@ def test_table_and_chart(tmp_path: Path) -> None:
     assert "13.5 %" in text  # 108 of 800 GPU·s
     png = report.chart([run], tmp_path / "occupancy.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_occupancy_shows_thrown_away_work_and_the_rework_it_causes() -> None:
+    """Issue 17, item 5: the baseline's first incarnation did 300 steps (30 s at 10 steps/s),
+    saved nothing and was preempted; the next one starts over, so those 30 s are thrown away and
+    its first 30 s re-do them. The legend's GPU·s come from the same intervals."""
+    first = _scavenger(
+        "a", started=0, running=0, terminating=30, ended=30.5, exit_code=143,
+        first_step=1, last_step=300,
+    )  # fmt: skip
+    second = _scavenger("b", created=31, started=60, running=60, first_step=1, last_step=400)
+    run = _run(first, second, PRIORITY)
+    times, series, totals = metrics.occupancy(run, step=1.0)
+    assert series["thrown_away"][10] == 4
+    assert series["scavenger"][10] == 0
+    assert series["rework"][70] == 4  # re-doing steps 1..300
+    assert series["scavenger"][95] == 4  # new progress after step 300
+    assert totals["thrown_away"] == pytest.approx(4 * 30)
+    assert totals["rework"] == pytest.approx(4 * 30)
+    assert totals["scavenger"] == pytest.approx(4 * 10)
+    assert totals["thrown_away"] == metrics.report(run).lost_gpu_s
+    assert sum(totals.values()) == pytest.approx(8 * 100)
+    for index in range(len(times)):
+        assert sum(series[name][index] for name in series) == 8
+
+    # with a restore from the saved step nothing is thrown away or re-done
+    saved = dataclasses.replace(first, saved_step=300)
+    resumed = dataclasses.replace(second, first_step=301, last_step=700)
+    _, _, kept = metrics.occupancy(_run(saved, resumed, PRIORITY), step=1.0)
+    assert kept["thrown_away"] == kept["rework"] == 0
