@@ -66,6 +66,15 @@ def _span(start: float | None, end: float | None, duration: float) -> float:
     return max(0.0, min(stop, duration) - max(start, 0.0))
 
 
+def _main_started_or_stopped(pod: PodRecord) -> float | None:
+    """The end of a pod's restore/start overhead: its main container started, else (killed
+    before it did: a victim preempted during its restore) its deletion began, else it ended."""
+    for moment in (pod.running, pod.terminating, pod.ended):
+        if moment is not None:
+            return moment
+    return None
+
+
 def percentile(values: list[float], q: float) -> float | None:
     """Nearest-rank percentile (no interpolation: every reported value was observed)."""
     if not values:
@@ -109,7 +118,7 @@ def report(run: timeline.Run) -> Report:
         by_job[pod.job].append(pod)
         end_useful = pod.terminating if pod.terminating is not None else pod.ended
         scavenger += pod.gpus * _span(pod.running, end_useful, d)
-        overhead += pod.gpus * _span(pod.started, pod.running, d)
+        overhead += pod.gpus * _span(pod.started, _main_started_or_stopped(pod), d)
         if pod.terminating is not None:
             overhead += pod.gpus * _span(pod.terminating, pod.ended, d)
     lost_per_preemption: list[int] = []
@@ -195,7 +204,7 @@ def occupancy(
         if pod.role is Role.PRIORITY:
             add("priority", pod.gpus, pod.started, pod.ended)
             continue
-        add("overhead", pod.gpus, pod.started, pod.running)
+        add("overhead", pod.gpus, pod.started, _main_started_or_stopped(pod))
         end_useful = pod.terminating if pod.terminating is not None else pod.ended
         if pod.running is not None:
             end = min(run.duration if end_useful is None else end_useful, run.duration)

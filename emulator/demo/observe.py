@@ -181,11 +181,20 @@ class Recorder:
         for cp in checkpoints:
             # Failed sets are never restorable. Anything else counts: Expired ones were good
             # when they were the newest, and one still saving when the run stopped is what a
-            # restore waits for.
-            if (cp.get("status") or {}).get("phase") == "Failed":
+            # restore waits for. A member CarriedForward (its pod never started its main
+            # container) holds the state its pod restored from: the incarnation before decides
+            # (kontinue/restore_plan.py looks through it the same way).
+            status = cp.get("status") or {}
+            if status.get("phase") == "Failed":
                 continue
+            carried = {
+                m.get("podName")
+                for m in status.get("members") or []
+                if m.get("state") == "CarriedForward"
+            }
             for member in cp["spec"]["members"]:
-                by_member[member["podUid"]] = cp["metadata"]["name"]
+                if member.get("podName") not in carried:
+                    by_member[member["podUid"]] = cp["metadata"]["name"]
         earlier = sorted(
             (p for p in self.pods.values() if p.job == record.job and p.created < record.created),
             key=lambda p: p.created,

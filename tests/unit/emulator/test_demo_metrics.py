@@ -166,3 +166,13 @@ def test_occupancy_shows_thrown_away_work_and_the_rework_it_causes() -> None:
     resumed = dataclasses.replace(second, first_step=301, last_step=700)
     _, _, kept = metrics.occupancy(_run(saved, resumed, PRIORITY), step=1.0)
     assert kept["thrown_away"] == kept["rework"] == 0
+
+
+def test_a_pod_preempted_during_its_restore_holds_overhead_only_until_it_is_deleted() -> None:
+    killed = _scavenger(
+        "a", started=10, terminating=12, ended=13, exit_code=143, restored_from="x"
+    )  # fmt: skip
+    result = metrics.report(_run(killed))
+    assert result.overhead_gpu_s == 4 * 3  # 10 -> 12 restoring, 12 -> 13 terminating
+    _, _, totals = metrics.occupancy(_run(killed), step=1.0)
+    assert totals["overhead"] == pytest.approx(4 * 3)
