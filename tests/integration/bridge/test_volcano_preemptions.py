@@ -369,3 +369,60 @@ async def test_an_existing_vcjob_whose_policies_would_end_it_gets_a_warning_even
         assert "PodEvicted -> RestartJob" in event["message"]
         assert "#2560" in event["message"]
         assert "PodFailed -> TerminateJob" in event["message"]
+
+
+async def test_a_whole_vcjob_restart_restores_every_task_from_the_one_set_of_the_gang_eviction(
+    tmp_path: Path,
+) -> None:
+    """Item 2: a vcjob of two tasks (``master``, ``worker``: two member identities) evicted
+    whole is one Checkpoint set; the user's own ``exitCode: 143 -> RestartJob`` (kept by the
+    webhook: the user said what 143 means) makes Volcano restart the whole vcjob
+    (``status.version`` 1, ``retryCount`` 1), and every task restores from that one set."""
+    async with volcano_system(tmp_path) as s:
+        job = vcjob("gang", "research", trainer(steps=100000, gpus_each=1), priority="low")
+        (task,) = job["spec"]["tasks"]
+        job["spec"]["tasks"] = [{**task, "name": "master"}, {**task, "name": "worker"}]
+        job["spec"]["minAvailable"] = 2
+        job["spec"]["maxRetry"] = 10
+        job["spec"]["policies"] = [{"exitCode": 143, "action": "RestartJob"}]
+        created = await s.admin.create(resources.VOLCANO_JOBS, job)
+        assert created["spec"]["policies"] == job["spec"]["policies"]
+        first: list[Obj] = []
+
+        async def running(want: list[Obj] = first, version: str = "0") -> bool:
+            want[:] = [
+                p
+                for p in await s.pods_of("gang")
+                if not p["metadata"].get("deletionTimestamp")
+                and p["metadata"]["annotations"]["volcano.sh/job-version"] == version
+                and (p.get("status") or {}).get("phase") == "Running"
+                and max(s.steps(p), default=0) >= 10
+            ]
+            return len(want) == 2
+
+        await eventually(running, within=120, what="both gang pods running")
+        await s.admin.create(
+            resources.VOLCANO_JOBS,
+            vcjob("high", "prod", trainer(steps=5, gpus_each=2), priority="high"),
+        )
+        second: list[Obj] = []
+
+        async def restarted() -> bool:
+            return await running(second, "1")
+
+        await eventually(restarted, within=180, what="the whole vcjob restarted, running")
+        (cp,) = await s.checkpoints()
+        assert {m.pod_uid for m in cp.spec.members} == {p["metadata"]["uid"] for p in first}
+        assert {m.identity for m in cp.spec.members} == {
+            "task=master,index=0",
+            "task=worker,index=0",
+        }
+        assert cp.status.phase is checkpoint.Phase.SUCCEEDED
+        for pod in second:
+            assert pod["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == cp.name
+            assert "RESTORED" in s.log(pod)
+        saved = {m.pod_name: m.step for m in cp.status.members}
+        assert all(step is not None and step >= 10 for step in saved.values())
+        gang = await s.admin.get(resources.VOLCANO_JOBS, "gang", namespace=NS)
+        assert gang["status"]["retryCount"] == 1
+        assert gang["status"]["version"] == 1
