@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
 import json
 import os
@@ -145,7 +146,7 @@ async def _echo(request: web.Request) -> web.Response:
     return web.Response(body=await request.read(), content_type="application/json")
 
 
-async def _serve(kind: str, cert_dir: pathlib.Path) -> None:
+async def _serve(kind: str, cert_dir: pathlib.Path, profile: pathlib.Path | None = None) -> None:
     serving = tls.ServingCertificate()
     serving.load((cert_dir / "tls.crt").read_bytes(), (cert_dir / "tls.key").read_bytes())
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -165,8 +166,16 @@ async def _serve(kind: str, cert_dir: pathlib.Path) -> None:
     await site.start()
     gc.collect()  # as webhook.__main__.serve does once it is up
     gc.freeze()
+    # CPU time, not wall time: on a shared machine a descheduled process would otherwise charge
+    # the wait to whatever call it was in.
+    profiler = cProfile.Profile(time.process_time) if profile is not None else None
+    if profiler is not None:
+        profiler.enable()
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until EOF
+    if profiler is not None and profile is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
     await runner.cleanup()
 
 
@@ -263,8 +272,11 @@ def _pct(values: list[float], q: float) -> float:
 
 
 class _Server:
-    def __init__(self, kind: str, cert_dir: pathlib.Path) -> None:
+    def __init__(
+        self, kind: str, cert_dir: pathlib.Path, profile: pathlib.Path | None = None
+    ) -> None:
         self.kind = kind
+        extra = ["--profile", str(profile)] if profile is not None else []
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -274,6 +286,7 @@ class _Server:
                 kind,
                 "--cert-dir",
                 str(cert_dir),
+                *extra,
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -321,7 +334,10 @@ async def run(args: argparse.Namespace) -> None:
         cert_dir = pathlib.Path(tmp)
         (cert_dir / "tls.crt").write_bytes(bundle.serving.cert_pem)
         (cert_dir / "tls.key").write_bytes(bundle.serving.key_pem)
-        servers = {kind: _Server(kind, cert_dir) for kind in ("bare", "webhook")}
+        servers = {
+            kind: _Server(kind, cert_dir, args.profile if kind == "webhook" else None)
+            for kind in ("bare", "webhook")
+        }
         try:
             # Rounds alternate the two servers, so a change in the machine's load (other
             # processes) during the run weighs on both alike rather than on one.
@@ -397,6 +413,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_webhook")
     parser.add_argument("--serve", choices=["webhook", "bare"], help=argparse.SUPPRESS)
     parser.add_argument("--cert-dir", type=pathlib.Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--profile",
+        type=pathlib.Path,
+        help="cProfile the webhook server for the whole run; write the stats to this file "
+        "(read with python -m pstats); the numbers are then the profiled server's",
+    )
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rate", type=float, default=200.0)
@@ -404,7 +426,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(_serve(args.serve, args.cert_dir))
+        asyncio.run(_serve(args.serve, args.cert_dir, args.profile))
     else:
         asyncio.run(run(args))
 

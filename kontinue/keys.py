@@ -29,6 +29,13 @@ RESTORE_FROM_ANNOTATION: Final = "kontinue.dev/restore-from"
 LINEAGE_ANNOTATION: Final = "kontinue.dev/lineage"
 COLD_START_REASON_ANNOTATION: Final = "kontinue.dev/cold-start-reason"
 CHECKPOINT_FINALIZER: Final = "kontinue.dev/checkpoint"
+PLUMBED_LABEL: Final = "kontinue.dev/plumbed"
+PLUMBED_VALUE: Final = "true"
+"""Label on every pod the mutating webhook plumbs (webhook/plumbing.py), beside the lineage
+annotation: the bridge's pod watch selects on it (queue_bridge/caches.py), so pods that are not
+opted in cost the bridge nothing. Not reserved: a forged label only makes the bridge cache a pod
+it then ignores (its decisions read the reserved lineage annotation). Pods plumbed before the
+label existed are labelled by the bridge at start-up (queue_bridge/adoption.py)."""
 SET_VERDICT_GATE: Final = "kontinue.dev/set-verdict"
 """Scheduling gate on a pod that waits for a multi-member set still saving (coupled): the bridge
 removes it once the set is terminal, after writing the two annotations below."""

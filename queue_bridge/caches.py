@@ -9,16 +9,23 @@ take.
 from __future__ import annotations
 
 import collections
+import functools
 
+import pydantic
 from opentelemetry import metrics
 
 from kontinue import keys, lineage
 from kontinue.kube import api as kube_api
 from kontinue.kube import cacheset, lookups, resources, watching
 from kontinue.models import checkpoint as checkpoint_model
-from kontinue.models import core, kueue, volcano
+from kontinue.models import core, kueue, pruning, volcano
 from kontinue.models import policy as policy_model
 from queue_bridge import settings as settings_module
+
+
+def _slim(model: type[pydantic.BaseModel]) -> watching.Transform:
+    """The cache transform keeping the fields ``model`` names (:mod:`kontinue.models.pruning`)."""
+    return functools.partial(pruning.prune, model)
 
 
 class Caches(lookups.QueueLookups):
@@ -35,7 +42,13 @@ class Caches(lookups.QueueLookups):
     ) -> None:
         self.cache_set = cacheset.CacheSet(kube, options=options, meter=meter)
         cache = self.cache_set.add
-        self.workloads = cache(resources.WORKLOADS, kueue.Workload)
+        # The three big caches keep slim, packed objects (kontinue/kube/watching.py, "Memory"):
+        # only the fields the models name, as compact JSON parsed when read. The pod watch
+        # selects the pods the webhook plumbed (kontinue.dev/plumbed); pods plumbed before the
+        # label existed are labelled at start-up (queue_bridge/adoption.py).
+        self.workloads = cache(
+            resources.WORKLOADS, kueue.Workload, transform=_slim(kueue.Workload), packed=True
+        )
         # always made (served empty without Kueue): narrower than QueueLookups' optional ones
         self.cluster_queues: watching.WatchCache[kueue.ClusterQueue] = cache(
             resources.CLUSTER_QUEUES, kueue.ClusterQueue
@@ -45,8 +58,14 @@ class Caches(lookups.QueueLookups):
         )
         self.policies = cache(resources.CHECKPOINT_POLICIES, policy_model.CheckpointPolicy)
         self.checkpoints = cache(resources.CHECKPOINTS, checkpoint_model.Checkpoint)
-        self.pods = cache(resources.PODS, core.Pod)
-        self.jobs = cache(resources.JOBS, core.Job)
+        self.pods = cache(
+            resources.PODS,
+            core.Pod,
+            label_selector={keys.PLUMBED_LABEL: keys.PLUMBED_VALUE},
+            transform=_slim(core.Pod),
+            packed=True,
+        )
+        self.jobs = cache(resources.JOBS, core.Job, transform=_slim(core.Job), packed=True)
         self.gpu_nodes = cache(resources.NODES, core.Node, label_selector=keys.GPU_PRODUCT_LABEL)
         self.admission_checks: watching.WatchCache[kueue.AdmissionCheck] | None = None
         self.flavors: watching.WatchCache[kueue.ResourceFlavor] | None = None

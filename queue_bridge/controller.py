@@ -20,6 +20,8 @@ cluster duplicate Events.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import datetime
 import logging
@@ -31,7 +33,15 @@ from opentelemetry import metrics, trace
 from kontinue import telemetry
 from kontinue.kube import api as kube_api
 from kontinue.kube import cacheset
-from queue_bridge import admission_check, instruments, kinds, queueing, recording, routing
+from queue_bridge import (
+    admission_check,
+    adoption,
+    instruments,
+    kinds,
+    queueing,
+    recording,
+    routing,
+)
 from queue_bridge import caches as caches_module
 from queue_bridge import settings as settings_module
 from queue_bridge.handlers import admission_check as admission_check_handler
@@ -105,11 +115,21 @@ class Controller:
         await self.caches.wait_synced()
         self.router.leading = True
         log.info("leading: sweeping every object")
+        adopting = (
+            asyncio.create_task(adoption.label_plumbed_pods(self.kube), name="adoption")
+            if self.config.adopt_unlabelled_pods
+            else None
+        )
         try:
             self.queue.sweep()  # every key, in batches as the queue drains (Router.every_key)
             await self.queue.run(self.handle, workers=self.config.workers)
         finally:
             self.router.leading = False
+            with contextlib.suppress(Exception):  # Events are best-effort; do not hang on them
+                await asyncio.wait_for(self.context.events_sent(), 2.0)
+            if adopting is not None:
+                adopting.cancel()
+                await asyncio.gather(adopting, return_exceptions=True)
 
     async def handle(self, key: Key) -> None:
         kind, namespace, name = key

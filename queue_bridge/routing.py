@@ -121,7 +121,7 @@ class Router:
         """Every key of ``kind`` the caches hold (pods: only those that matter; disruptions: one
         per disrupted pod, de-duplicated by the queue)."""
         if kind == kinds.DISRUPTION:
-            for pod in self.caches.pods.items():
+            for pod in self.caches.pods.each():
                 if disruptions.has_disruption(pod):
                     annotation = pod.metadata.annotation(keys.LINEAGE_ANNOTATION) or ""
                     yield (kinds.DISRUPTION, pod.namespace, annotation)
@@ -135,7 +135,7 @@ class Router:
             kinds.ADMISSION_CHECK: self.caches.admission_checks,
         }
         found = cache[kind]
-        for obj in found.items() if found is not None else []:
+        for obj in found.each() if found is not None else []:
             if kind == kinds.POD and not pod_matters(obj):
                 continue
             yield kinds.key(kind, obj)

@@ -58,6 +58,9 @@ class Settings:
     pending_timeout_seconds: float = 600.0
     admission_check: bool = True
     """Run the AdmissionCheck controller for checks with controllerName ``kontinue.dev/restore``."""
+    adopt_unlabelled_pods: bool = True
+    """Once per leadership, label pods plumbed before the webhook labelled them
+    (``KONTINUE_ADOPT_UNLABELLED_PODS``; :mod:`queue_bridge.adoption`)."""
     queue_systems: tuple[str, ...] = (KUEUE,)
     """Queue systems whose objects to watch (``KONTINUE_QUEUE_SYSTEMS``, comma-separated).
 
@@ -140,10 +143,14 @@ class Settings:
                     values[field] = float(raw)
                 except ValueError:
                     raise ValueError(f"{variable}: {raw!r} is not a number") from None
-        if raw := env.get("KONTINUE_ADMISSION_CHECK"):
-            if raw.lower() not in ("true", "false"):
-                raise ValueError(f"KONTINUE_ADMISSION_CHECK: {raw!r} is not true or false")
-            values["admission_check"] = raw.lower() == "true"
+        for variable, field in (
+            ("KONTINUE_ADMISSION_CHECK", "admission_check"),
+            ("KONTINUE_ADOPT_UNLABELLED_PODS", "adopt_unlabelled_pods"),
+        ):
+            if raw := env.get(variable):
+                if raw.lower() not in ("true", "false"):
+                    raise ValueError(f"{variable}: {raw!r} is not true or false")
+                values[field] = raw.lower() == "true"
         if (raw := env.get("KONTINUE_QUEUE_SYSTEMS")) is not None:
             values["queue_systems"] = tuple(s.strip() for s in raw.split(",") if s.strip())
         return cls(**values)  # type: ignore[arg-type]

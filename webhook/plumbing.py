@@ -13,7 +13,8 @@ Pod (CREATE), per its ``CheckpointPolicy`` (docs/webhook.md, "Mutating"; docs/wo
   kubelet expands ``$(VAR)`` from variables defined *earlier in the same list* (recorded:
   tests/fixtures/kubelet/10-downward-env.json), so ours go first;
 * ``terminationGracePeriodSeconds`` raised to the policy minimum, never lowered;
-* the lineage annotation and the ``kontinue.dev/checkpoint`` finalizer;
+* the lineage annotation, the ``kontinue.dev/plumbed`` label (what the bridge's pod watch selects
+  on) and the ``kontinue.dev/checkpoint`` finalizer;
 * with a restore: the ``kontinue-restore`` init container, placed after the pod's native sidecars
   and before the user's own init containers (webhook/init_order.py), ``KONTINUE_RESTORE_FROM``
   and ``KONTINUE_RESTORE_MEMBER`` (the identity whose state it brings: the pod's own, rank 0's
@@ -309,6 +310,22 @@ def annotation_ops(meta: Obj, wanted: dict[str, str | None]) -> list[review.Json
     return ops
 
 
+def label_ops(meta: Obj, wanted: dict[str, str]) -> list[review.JsonPatchOp]:
+    """Set labels; creates the map when absent."""
+    current: dict[str, str] | None = meta.get("labels")
+    if current is None:
+        return [{"op": "add", "path": "/metadata/labels", "value": dict(wanted)}]
+    return [
+        {
+            "op": "replace" if k in current else "add",
+            "path": f"/metadata/labels/{escape(k)}",
+            "value": v,
+        }
+        for k, v in wanted.items()
+        if current.get(k) != v
+    ]
+
+
 def plumb_pod(
     pod: Obj,
     *,
@@ -373,6 +390,7 @@ def plumb_pod(
             keys.RESTORE_WAIT_ANNOTATION: None,
         },
     )
+    ops += label_ops(meta, {keys.PLUMBED_LABEL: keys.PLUMBED_VALUE})
     if restore is not None and restore.gated:
         gates = spec.get("schedulingGates")
         if gates is None:

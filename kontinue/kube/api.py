@@ -315,7 +315,7 @@ class Api:
                 raise errors.ServerError(f"watch {path} dropped: {exc!r}") from exc
 
 
-async def list_all(
+async def list_pages(
     api: Api,
     resource: Resource,
     *,
@@ -324,19 +324,19 @@ async def list_all(
     field_selector: str | None,
     page_size: int,
     page_timeout: float,
-) -> tuple[builtins.list[Object], str, int]:
-    """Every page of one list: (items, the first page's resourceVersion, page count).
+) -> AsyncIterator[tuple[builtins.list[Object], str]]:
+    """Every page of one list as it arrives: (items, the first page's resourceVersion).
 
-    Each page must arrive within ``page_timeout`` seconds. The first page's version is the snapshot
-    all pages are served from on a real apiserver; were a server to serve later pages fresher,
-    watching from the first page's version can only repeat an event (dropped as stale), never
-    miss one. Items get the ``apiVersion``/``kind`` a watch event's object has (a list's items
-    carry none), so an object reads the same whichever way it arrived.
+    A caller that folds each page into something smaller before the next arrives (the watch
+    cache) never holds the whole list. Each page must arrive within ``page_timeout`` seconds.
+    The first page's version is the snapshot all pages are served from on a real apiserver; were
+    a server to serve later pages fresher, watching from the first page's version can only
+    repeat an event (dropped as stale), never miss one. Items get the ``apiVersion``/``kind`` a
+    watch event's object has (a list's items carry none), so an object reads the same whichever
+    way it arrived.
     """
-    items: builtins.list[Object] = []
     version: str | None = None
     token: str | None = None
-    pages = 0
     while True:
         async with asyncio.timeout(page_timeout):
             page = await api.list(
@@ -347,17 +347,47 @@ async def list_all(
                 limit=page_size,
                 continue_=token,
             )
-        pages += 1
         meta = page.get("metadata") or {}
         if version is None:
             version = str(meta.get("resourceVersion") or "")
-        for raw in page.get("items") or []:
+        items: builtins.list[Object] = page.get("items") or []
+        for raw in items:
             raw.setdefault("apiVersion", resource.api_version)
             raw.setdefault("kind", resource.kind)
-            items.append(raw)
         token = meta.get("continue") or None
+        yield items, version
         if token is None:
-            return items, version, pages
+            return
+
+
+async def list_all(
+    api: Api,
+    resource: Resource,
+    *,
+    namespace: str | None,
+    label_selector: Mapping[str, str] | str | None,
+    field_selector: str | None,
+    page_size: int,
+    page_timeout: float,
+) -> tuple[builtins.list[Object], str, int]:
+    """Every page of one list (:func:`list_pages`): (items, the first page's resourceVersion,
+    page count)."""
+    items: builtins.list[Object] = []
+    version = ""
+    pages = 0
+    async for page, first in list_pages(
+        api,
+        resource,
+        namespace=namespace,
+        label_selector=label_selector,
+        field_selector=field_selector,
+        page_size=page_size,
+        page_timeout=page_timeout,
+    ):
+        pages += 1
+        items.extend(page)
+        version = first
+    return items, version, pages
 
 
 _CONFORMS: type[interface.Client] = Api  # mypy checks Api against the interface

@@ -62,8 +62,11 @@ class CacheSet:
         model: type[M],
         *,
         label_selector: Mapping[str, str] | str | None = None,
+        transform: watching.Transform | None = None,
+        packed: bool = False,
     ) -> watching.WatchCache[M]:
-        """A new cache of ``resource`` as ``model``, run with the rest of the set."""
+        """A new cache of ``resource`` as ``model``, run with the rest of the set (``transform``
+        and ``packed``: :class:`kontinue.kube.watching.WatchCache`)."""
         o = self.options
         cache = watching.WatchCache(
             self._api,
@@ -77,6 +80,8 @@ class CacheSet:
             request_timeout_seconds=o.request_timeout_seconds,
             backoff=o.backoff,
             rng=o.rng,
+            transform=transform,
+            packed=packed,
         )
         self.all.append(cache)
         return cache

@@ -20,10 +20,11 @@ treated as newer, which can at worst deliver a redundant event, never lose one.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
-from typing import Any, Generic, Literal, TypeVar
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 M = TypeVar("M")
+M_co = TypeVar("M_co", covariant=True)
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "SYNC"]
 
@@ -52,6 +53,17 @@ class Entry(Generic[M]):
     obj: M
 
 
+class Held(Protocol[M_co]):
+    """What a store holds per key: an :class:`Entry`, or a packed form that parses on read
+    (:class:`kontinue.kube.watching.Packed`)."""
+
+    @property
+    def resource_version(self) -> str: ...
+
+    @property
+    def obj(self) -> M_co: ...
+
+
 def key_of(raw: Mapping[str, Any]) -> Key:
     """The cache key of a raw object: ``(metadata.namespace or "", metadata.name)``."""
     meta = raw.get("metadata") or {}
@@ -76,7 +88,7 @@ def is_stale(new: str, held: str) -> bool:
 
 
 def change_for(
-    watch_type: str, *, held: Entry[M] | None, incoming: Entry[M] | None
+    watch_type: str, *, held: Held[M] | None, incoming: Held[M] | None
 ) -> Event[M] | None:
     """The event one watch event makes, or ``None`` when it is not news.
 
@@ -101,11 +113,11 @@ def change_for(
 
 def reconcile(
     *,
-    held: Mapping[Key, Entry[M]],
-    listed: Mapping[Key, Entry[M]],
+    held: Mapping[Key, Held[M]],
+    listed: Mapping[Key, Held[M]],
     invalid: Collection[Key] = (),
     resync: bool = False,
-) -> tuple[dict[Key, Entry[M]], list[Event[M]]]:
+) -> tuple[dict[Key, Held[M]], list[Event[M]]]:
     """Fold a complete list into the store: the new store and the events that take us there.
 
     ``invalid`` are keys the list returned but that failed validation: the object still
@@ -113,21 +125,58 @@ def reconcile(
     Events come deletions first, then additions and modifications, each in key order, so the
     result does not depend on dict order.
     """
-    store: dict[Key, Entry[M]] = dict(listed)
-    events: list[Event[M]] = []
-    for key in sorted(held.keys() - listed.keys()):
+    store = reconciled(held=held, listed=listed, invalid=invalid)
+    return store, list(changes(held=held, listed=listed, invalid=invalid, resync=resync))
+
+
+def reconciled(
+    *, held: Mapping[Key, Held[M]], listed: Mapping[Key, Held[M]], invalid: Collection[Key] = ()
+) -> dict[Key, Held[M]]:
+    """The store after a complete list (:func:`reconcile`'s first half)."""
+    store: dict[Key, Held[M]] = dict(listed)
+    for key in held.keys() - listed.keys():
         if key in invalid:
             store[key] = held[key]
-        else:
-            events.append(Event("DELETED", held[key].obj, held[key].obj))
+    for key, before in held.items():
+        now = listed.get(key)
+        if now is not None and now.resource_version == before.resource_version:
+            store[key] = before  # same state: keep the object callers already hold
+    return store
+
+
+def changes(
+    *,
+    held: Mapping[Key, Held[M]],
+    listed: Mapping[Key, Held[M]],
+    invalid: Collection[Key] = (),
+    resync: bool = False,
+) -> Iterator[Event[M]]:
+    """The events of a complete list (:func:`reconcile`'s second half), made one at a time: a
+    packed cache's objects are parsed as each event is reached, never all at once."""
+    for key in sorted(held.keys() - listed.keys()):
+        if key not in invalid:
+            yield Event("DELETED", held[key].obj, held[key].obj)
     for key in sorted(listed):
         now, before = listed[key], held.get(key)
         if before is None:
-            events.append(Event("ADDED", now.obj))
+            yield Event("ADDED", now.obj)
         elif now.resource_version != before.resource_version:
-            events.append(Event("MODIFIED", now.obj, before.obj))
-        else:
-            store[key] = before  # same state: keep the object callers already hold
-            if resync:
-                events.append(Event("SYNC", before.obj))
-    return store, events
+            yield Event("MODIFIED", now.obj, before.obj)
+        elif resync:
+            yield Event("SYNC", before.obj)
+
+
+def counts(
+    *, held: Mapping[Key, Held[M]], listed: Mapping[Key, Held[M]], invalid: Collection[Key] = ()
+) -> dict[str, int]:
+    """How many ADDED, MODIFIED and DELETED events :func:`changes` makes (for the log line)."""
+    gone = held.keys() - listed.keys()
+    return {
+        "ADDED": len(listed.keys() - held.keys()),
+        "MODIFIED": sum(
+            1
+            for key, now in listed.items()
+            if key in held and held[key].resource_version != now.resource_version
+        ),
+        "DELETED": len(gone - set(invalid)),
+    }

@@ -29,18 +29,29 @@ deletion is always delivered. Subscribers are called synchronously after the sto
 change; they must not block or do I/O (enqueue a key and return). An exception in a subscriber
 is logged and does not stop the cache.
 
+Memory: by default the store keeps each object as its validated model. A cache of many objects
+(the bridge's pods, Jobs, Workloads) can instead take a ``transform`` applied to each raw object
+before it is validated (client-go's informer ``SetTransform``; the bridge passes
+:func:`kontinue.models.pruning.prune`) and ``packed=True``: the store then keeps each object as
+its compact JSON (:class:`Packed`, a few hundred bytes to a few KB, against 10-20 KiB for a
+parsed model) and parses it again when read, keeping the last :data:`HOT_OBJECTS` read in a
+small LRU. Subscribers get the parsed model as before; a list is folded in page by page, so the
+raw pages of a big list are never held all at once.
+
 Limits: one cache watches one resource with one selector; it does not share informers between
-callers, does not use ``sendInitialEvents`` streaming lists, and keeps whole objects in memory.
-A subscriber added after the first list gets no ``ADDED`` for what is already cached.
+callers and does not use ``sendInitialEvents`` streaming lists. A subscriber added after the
+first list gets no ``ADDED`` for what is already cached.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import json
 import logging
 import math
 import random
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from typing import Any, Generic, Literal, TypeVar, cast
 
 import pydantic
@@ -62,6 +73,33 @@ EventType = caching.EventType
 Key = caching.Key
 
 Callback = Callable[[caching.Event[M]], None]
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
+
+HOT_OBJECTS = 256
+"""How many parsed objects a packed cache keeps for repeated reads (most recently read)."""
+
+
+class Packed(Generic[M]):
+    """One object of a packed cache: its compact JSON, parsed again on each :attr:`obj`.
+
+    ``hot`` holds the model parsed at arrival until the cache has told its subscribers (so one
+    arrival is parsed once), then it is dropped.
+    """
+
+    __slots__ = ("resource_version", "data", "model", "hot")
+
+    def __init__(self, resource_version: str, data: bytes, model: type[M], hot: M | None) -> None:
+        self.resource_version = resource_version
+        self.data = data
+        self.model = model
+        self.hot = hot
+
+    @property
+    def obj(self) -> M:
+        if self.hot is not None:
+            return self.hot
+        return self.model.model_validate_json(self.data)
+
 
 # A watch that ends this soon with no event is treated as a failure (reflector.go: "very short
 # watch"), so a server that closes every stream at once gets backoff, not a tight loop.
@@ -101,6 +139,8 @@ class WatchCache(Generic[M]):
         request_timeout_seconds: float = 60.0,
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
+        transform: Transform | None = None,
+        packed: bool = False,
     ) -> None:
         if resync_seconds is not None and not resync_seconds > 0:
             raise ValueError(f"resync_seconds must be > 0 or None, got {resync_seconds}")
@@ -123,8 +163,14 @@ class WatchCache(Generic[M]):
         self._backoff = backoff or Backoff()
         self._rng = rng or random.Random()
 
-        self._store: dict[Key, caching.Entry[M]] = {}
+        self._transform = transform
+        self._packed = packed
+        self._store: dict[Key, caching.Held[M]] = {}
         self._sorted: list[M] | None = None  # items() in key order, until the store changes
+        # packed caches: key -> (the entry it was parsed from, the model), most recent last
+        self._hot: collections.OrderedDict[Key, tuple[caching.Held[M], M]] = (
+            collections.OrderedDict()
+        )
         self._invalid: dict[Key, str] = {}  # key -> resourceVersion already reported invalid
         self._subscribers: list[Callback[M]] = []
         self._resource_version = ""
@@ -160,14 +206,49 @@ class WatchCache(Generic[M]):
 
     def get(self, name: str, namespace: str | None = None) -> M | None:
         """The cached object, or ``None``; ``namespace`` defaults to the cache's namespace."""
-        entry = self._store.get((namespace or self.namespace or "", name))
-        return entry.obj if entry is not None else None
+        key = (namespace or self.namespace or "", name)
+        entry = self._store.get(key)
+        if entry is None:
+            return None
+        if not self._packed:
+            return entry.obj
+        hot = self._hot.get(key)
+        if hot is not None and hot[0] is entry:
+            self._hot.move_to_end(key)
+            return hot[1]
+        obj = entry.obj
+        self._remember(key, entry, obj)
+        return obj
+
+    def _remember(self, key: Key, entry: caching.Held[M], obj: M) -> None:
+        self._hot[key] = (entry, obj)
+        self._hot.move_to_end(key)
+        if len(self._hot) > HOT_OBJECTS:
+            self._hot.popitem(last=False)
 
     def items(self) -> list[M]:
-        """Every cached object, ordered by (namespace, name); a new list the caller may keep."""
+        """Every cached object, ordered by (namespace, name); a new list the caller may keep.
+
+        A packed cache parses every object for this: iterate with :meth:`each` instead to hold
+        one at a time."""
+        if self._packed:
+            return list(self.each())
         if self._sorted is None:
             self._sorted = [self._store[key].obj for key in sorted(self._store)]
         return list(self._sorted)
+
+    def each(self) -> Iterator[M]:
+        """The cached objects in (namespace, name) order, one at a time: those still cached
+        when reached (the store may change between two steps of a slow consumer)."""
+        for key in sorted(self._store):
+            entry = self._store.get(key)
+            if entry is None:
+                continue
+            hot = self._hot.get(key)
+            yield hot[1] if hot is not None and hot[0] is entry else entry.obj
+
+    def __len__(self) -> int:
+        return len(self._store)
 
     def subscribe(self, callback: Callback[M]) -> Callable[[], None]:
         """Call ``callback(event)`` after each change; returns a function that unsubscribes.
@@ -322,7 +403,11 @@ class WatchCache(Generic[M]):
     # -- list ----------------------------------------------------------------------------------
 
     async def _relist(self, *, reason: str) -> None:
-        items, version, pages = await kube_api.list_all(
+        listed: dict[Key, caching.Held[M]] = {}
+        invalid: set[Key] = set()
+        version = ""
+        pages = 0
+        async for page, first in kube_api.list_pages(
             self._api,
             self.resource,
             namespace=self.namespace,
@@ -330,29 +415,28 @@ class WatchCache(Generic[M]):
             field_selector=self._field_selector,
             page_size=self._page_size,
             page_timeout=self._request_timeout_seconds,
-        )
-        listed: dict[Key, caching.Entry[M]] = {}
-        invalid: set[Key] = set()
-        for raw in items:
-            key = caching.key_of(raw)
-            entry = self._parse(key, raw)
-            if entry is None:
-                invalid.add(key)
-            else:
-                listed[key] = entry
+        ):
+            pages += 1
+            version = first
+            for raw in page:
+                key = caching.key_of(raw)
+                # a packed entry keeps no parsed model: 10,000 held at once is the peak to avoid
+                entry = self._parse(key, raw, keep=False)
+                if entry is None:
+                    invalid.add(key)
+                else:
+                    listed[key] = entry
+            del page
         self._invalid = {key: rv for key, rv in self._invalid.items() if key in invalid}
-        store, events = caching.reconcile(
-            held=self._store, listed=listed, invalid=invalid, resync=reason == "resync"
-        )
+        held = self._store
+        store = caching.reconciled(held=held, listed=listed, invalid=invalid)
         self._store = store
         self._sorted = None
         self._resource_version = version
         if self._resync_seconds is not None:
             self._next_resync = asyncio.get_running_loop().time() + self._resync_seconds
         self._metrics.relists.add(1, {**self._attrs, "reason": reason})
-        counts = {
-            t: sum(1 for e in events if e.type == t) for t in ("ADDED", "MODIFIED", "DELETED")
-        }
+        counts = caching.counts(held=held, listed=listed, invalid=invalid)
         log.info(
             "listed resource=%s reason=%s objects=%d invalid=%d pages=%d rv=%s "
             "added=%d modified=%d deleted=%d",
@@ -366,7 +450,10 @@ class WatchCache(Generic[M]):
             counts["MODIFIED"],
             counts["DELETED"],
         )
-        self._emit(events)
+        for event in caching.changes(
+            held=held, listed=listed, invalid=invalid, resync=reason == "resync"
+        ):
+            self._emit([event])
         self._synced.set()
 
     # -- watch ---------------------------------------------------------------------------------
@@ -449,20 +536,29 @@ class WatchCache(Generic[M]):
             return
         if event.type == "DELETED":
             del self._store[key]
+            self._hot.pop(key, None)
             self._sorted = None
         elif incoming is not None:
             self._store[key] = incoming
             self._sorted = None
         self._emit([event])
+        if isinstance(incoming, Packed) and incoming.hot is not None:
+            if event.type != "DELETED":  # just changed: the handlers read it next
+                self._remember(key, incoming, incoming.hot)
+            incoming.hot = None
 
     # -- boundary ------------------------------------------------------------------------------
 
     def _parse(
-        self, key: Key, raw: Mapping[str, Any], *, report: bool = True
-    ) -> caching.Entry[M] | None:
-        """The typed entry, or ``None`` (logged once per resourceVersion) if it fails validation."""
+        self, key: Key, raw: Mapping[str, Any], *, report: bool = True, keep: bool = True
+    ) -> caching.Held[M] | None:
+        """The typed entry, or ``None`` (logged once per resourceVersion) if it fails validation.
+
+        With a ``transform``, what is validated (and kept) is the transformed object."""
         version = caching.resource_version_of(raw)
         try:
+            if self._transform is not None:
+                raw = self._transform(dict(raw))
             obj = base.parse(self._model, raw)
         except Exception as exc:  # InvalidObject; or a validator bug, which must not stop us
             if report:
@@ -474,6 +570,9 @@ class WatchCache(Generic[M]):
                 self._report_invalid(key, version, problem)
             return None
         self._invalid.pop(key, None)
+        if self._packed:
+            data = json.dumps(raw, separators=(",", ":"), ensure_ascii=False).encode()
+            return Packed(version, data, self._model, obj if keep else None)
         return caching.Entry(version, obj)
 
     def _report_invalid(self, key: Key, version: str, problem: str) -> None:

@@ -10,15 +10,16 @@ as taken (only the leader writes, so an in-process lock is enough).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import datetime
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Literal
 
 from kontinue.kube import api as kube_api
-from kontinue.kube import resources
+from kontinue.kube import resources, watching
 from kontinue.models import base, checkpoint
 from queue_bridge import caches as caches_module
 from queue_bridge import instruments, kinds, queueing, recording
@@ -29,6 +30,25 @@ log = logging.getLogger("kontinue.bridge")
 WRITE_VISIBLE_SECONDS = 5.0
 """How long a lineage's lock waits for the watch cache to show our own Checkpoint write."""
 Clock = Callable[[], datetime.datetime]
+EventType = Literal["Normal", "Warning"]
+
+
+def reference(obj: base.KubeObject, api_version: str, kind: str) -> dict[str, Any]:
+    """What an Event needs of the object it is about (:class:`queue_bridge.recording.Involved`),
+    instead of a dump of the whole object."""
+    meta = obj.metadata
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {
+            "name": meta.name or "",
+            "namespace": meta.namespace or "",
+            "uid": meta.uid or "",
+        },
+    }
+
+
+Seen = Callable[[checkpoint.Checkpoint | None], bool]
 
 
 @dataclasses.dataclass
@@ -45,6 +65,26 @@ class Context:
     warned_jobs: set[str] = dataclasses.field(default_factory=set)
     """Jobs already warned about in this process: only spares the cluster duplicate Events."""
     _lineage_locks: dict[str, asyncio.Lock] = dataclasses.field(default_factory=dict)
+    _visible_waiters: dict[tuple[str, str], list[tuple[Seen, asyncio.Event]]] = dataclasses.field(
+        default_factory=dict
+    )
+
+    _outbox: collections.deque[tuple[dict[str, Any], str, str, EventType]] = dataclasses.field(
+        default_factory=collections.deque
+    )
+    _sender: asyncio.Task[None] | None = None
+
+    def __post_init__(self) -> None:
+        self.caches.checkpoints.subscribe(self._on_checkpoint)
+
+    def _on_checkpoint(self, event: watching.Event[checkpoint.Checkpoint]) -> None:
+        """Wake :meth:`visible` waiters whose write the cache now shows (no I/O, no await)."""
+        if event.type == "DELETED":
+            return
+        key = (event.obj.metadata.namespace or "", event.obj.name)
+        for seen, woken in self._visible_waiters.get(key, ()):
+            if seen(event.obj):
+                woken.set()
 
     def requeue_at(self, key: kinds.Key, when: datetime.datetime | None) -> None:
         if when is None:
@@ -64,18 +104,33 @@ class Context:
                 del self._lineage_locks[owner.owner_uid]
 
     async def visible(self, cp: checkpoint.Checkpoint, raw: dict[str, Any]) -> None:
-        """Wait (bounded) until the checkpoints cache shows our write ``raw`` of ``cp``."""
+        """Wait (bounded) until the checkpoints cache shows our write ``raw`` of ``cp``: woken
+        by the cache's own event for it, not by polling."""
         version = (raw.get("metadata") or {}).get("resourceVersion")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + WRITE_VISIBLE_SECONDS
-        while loop.time() < deadline:
-            seen = self.caches.checkpoints.get(cp.name, cp.metadata.namespace)
-            if seen is not None and (
-                seen.metadata.resource_version == version
-                or {m.pod_uid for m in cp.spec.members} <= {m.pod_uid for m in seen.spec.members}
-            ):
-                return
-            await asyncio.sleep(0.01)
+        members = {m.pod_uid for m in cp.spec.members}
+
+        def seen(held: checkpoint.Checkpoint | None) -> bool:
+            return held is not None and (
+                held.metadata.resource_version == version
+                or members <= {m.pod_uid for m in held.spec.members}
+            )
+
+        if seen(self.caches.checkpoints.get(cp.name, cp.metadata.namespace)):
+            return
+        key = (cp.metadata.namespace or "", cp.name)
+        woken = asyncio.Event()
+        waiters = self._visible_waiters.setdefault(key, [])
+        waiters.append((seen, woken))
+        try:
+            async with asyncio.timeout(WRITE_VISIBLE_SECONDS):
+                await woken.wait()
+            return
+        except TimeoutError:
+            pass
+        finally:
+            waiters.remove((seen, woken))
+            if not waiters:
+                del self._visible_waiters[key]
         log.warning(
             "checkpoint=%s/%s: our write not in the cache yet", cp.metadata.namespace, cp.name
         )
@@ -83,11 +138,26 @@ class Context:
     async def event(
         self, obj: dict[str, Any] | None, reason: str, message: str, type_: str = "Normal"
     ) -> None:
+        """Record an Event on ``obj`` — posted by one sender task after the handler moves on:
+        Events are never on the path from an eviction to its Checkpoint (issue 14)."""
         if obj is None:
             return
-        await self.recorder.record(
-            obj, reason=reason, message=message, type_="Warning" if type_ == "Warning" else "Normal"
-        )
+        self._outbox.append((obj, reason, message, "Warning" if type_ == "Warning" else "Normal"))
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send(), name="bridge-events")
+
+    async def _send(self) -> None:
+        while self._outbox:
+            obj, reason, message, type_ = self._outbox.popleft()
+            try:
+                await self.recorder.record(obj, reason=reason, message=message, type_=type_)
+            except Exception:  # the recorder logs API errors; anything else must not stop us
+                log.exception("recording event failed reason=%s", reason)
+
+    async def events_sent(self) -> None:
+        """Wait until every Event asked for so far was posted (shutdown, tests)."""
+        while self._sender is not None and not self._sender.done():
+            await asyncio.shield(self._sender)
 
     def job_dict(self, owner: checkpoint.Lineage) -> dict[str, Any] | None:
         if owner.owner_kind != "Job":
@@ -95,7 +165,7 @@ class Context:
         job = self.caches.jobs.get(owner.owner_name, owner.namespace)
         if job is None or job.metadata.uid != owner.owner_uid:
             return None
-        return {**base.to_dict(job), "apiVersion": "batch/v1", "kind": "Job"}
+        return reference(job, "batch/v1", "Job")
 
     def workload_dict(self, cp: checkpoint.Checkpoint) -> dict[str, Any] | None:
         if not cp.spec.workload:
@@ -103,7 +173,7 @@ class Context:
         wl = self.caches.workloads.get(cp.spec.workload, cp.spec.lineage.namespace)
         if wl is None:
             return None
-        return {**base.to_dict(wl), "apiVersion": resources.WORKLOADS.api_version}
+        return reference(wl, resources.WORKLOADS.api_version, "Workload")
 
     async def tell(
         self,

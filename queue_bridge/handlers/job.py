@@ -5,7 +5,6 @@ requeues them on a Job event)."""
 from __future__ import annotations
 
 from kontinue import keys
-from kontinue.models import base
 from queue_bridge import deciding, job_safety
 from queue_bridge.handlers import context
 
@@ -22,5 +21,5 @@ async def reconcile(ctx: context.Context, namespace: str, name: str) -> None:
     risk = job_safety.job_risk(job)
     ctx.warned_jobs.add(job.metadata.uid)
     if risk is not None:
-        raw = {**base.to_dict(job), "apiVersion": "batch/v1", "kind": "Job"}
+        raw = context.reference(job, "batch/v1", "Job")
         await ctx.event(raw, keys.EVENT_UNSAFE_JOB, risk, "Warning")

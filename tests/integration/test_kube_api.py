@@ -7,6 +7,7 @@ Content-Type, body) and how each failure is mapped.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from collections.abc import AsyncIterator, Callable
@@ -286,3 +287,49 @@ async def test_the_bearer_token_is_sent(recorder: tuple[Recorder, api.Api]) -> N
     await kube.get(resources.NODES, "n1")
     assert seen == ["Bearer secret-token"]
     assert rec.requests[0]["path"] == "/api/v1/nodes/n1"
+
+
+async def test_requests_take_no_thread_pool_hop_and_the_proxy_env_is_read_once(
+    recorder: tuple[Recorder, api.Api], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kubernetes-asyncio's session trusts the environment, which costs aiohttp two thread-pool
+    hops per request (netrc, proxy env): kontinue/kube/client.py reads the proxy env once."""
+    rec, kube = recorder
+    loop = asyncio.get_running_loop()
+    hops: list[Any] = []
+    real = loop.run_in_executor
+
+    def counted(executor: Any, func: Any, *args: Any) -> Any:
+        hops.append(func)
+        return real(executor, func, *args)
+
+    monkeypatch.setattr(loop, "run_in_executor", counted)
+    for _ in range(3):
+        await kube.get(resources.PODS, "p", namespace="ns")
+    assert len(rec.requests) == 3
+    assert hops == []
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "t", "cluster": {"server": "https://api.example:6443"}}],
+        "users": [{"name": "t", "user": {"token": "t"}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
+        "current-context": "t",
+    }
+    proxied = await client.api_client_from_dict(kubeconfig)
+    try:
+        assert proxied.rest_client.proxy == "http://proxy.example:3128"
+        assert not proxied.rest_client.pool_manager.trust_env
+    finally:
+        await proxied.close()
+    monkeypatch.setenv("NO_PROXY", "api.example")
+    bypassed = await client.api_client_from_dict(kubeconfig)
+    try:
+        assert not bypassed.rest_client.proxy
+    finally:
+        await bypassed.close()

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ from opentelemetry.sdk.metrics import export as metrics_export
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from kontinue.kube import api, client, resources, watching
-from kontinue.models import kueue
+from kontinue.models import kueue, pruning
 from tests.waiting import eventually
 
 FAST = watching.Backoff(initial=0.01, factor=2.0, cap=0.05, jitter=0.5)
@@ -284,9 +285,24 @@ class Recorded:
         return {o.name: o.metadata.resource_version or "" for o in self.cache.items()}
 
 
+_PACKED = {"on": False}
+
+
+@pytest.fixture(autouse=True, params=["models", "packed"])
+def storage(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test runs twice: the store holding models, and packed slim JSON (the bridge's
+    pods, Jobs and Workloads: kontinue/kube/watching.py, "Memory") — same events, same reads."""
+    _PACKED["on"] = request.param == "packed"
+    yield request.param
+    _PACKED["on"] = False
+
+
 def _cache(kube: api.Api, **kwargs: Any) -> Cache:
     kwargs.setdefault("backoff", FAST)
     kwargs.setdefault("rng", random.Random(7))
+    if _PACKED["on"]:
+        kwargs.setdefault("packed", True)
+        kwargs.setdefault("transform", functools.partial(pruning.prune, kueue.ClusterQueue))
     return watching.WatchCache(kube, resources.CLUSTER_QUEUES, model=kueue.ClusterQueue, **kwargs)
 
 
@@ -663,3 +679,40 @@ async def test_too_many_requests_waits_at_least_retry_after(
     await eventually(lambda: len(server.watches()) == 1)
     await asyncio.sleep(0.5)
     assert len(server.watches()) == 1
+
+
+async def test_a_packed_cache_keeps_only_the_named_fields_and_reads_stay_stable(
+    fake: tuple[FakeApiServer, api.Api], running: Callable[[Cache], Recorded], storage: str
+) -> None:
+    server, kube = fake
+    managed = [{"manager": "kueue", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]
+    for name in ("a", "b"):
+        obj = server.put(name)
+        obj["metadata"]["managedFields"] = managed
+        obj["spec"]["futureField"] = {"x": 1}  # a field the model does not name
+    rec = running(_cache(kube))
+    await rec.cache.wait_synced(timeout=10)
+
+    a = rec.cache.get("a")
+    assert a is not None
+    assert a.spec.cohort_name == "team"
+    extras = {**(a.metadata.model_extra or {}), **(a.spec.model_extra or {})}
+    if storage == "packed":
+        assert extras == {}  # pruned before it was stored
+        assert rec.events[0].obj.metadata.model_extra == {}  # subscribers got the slim view
+    else:
+        assert set(extras) == {"managedFields", "futureField"}
+    assert rec.cache.get("a") is a  # read twice, parsed once
+    assert [q.name for q in rec.cache.each()] == ["a", "b"]
+    assert len(rec.cache) == 2
+
+    server.put("a", cohort="research")
+    await eventually(
+        lambda: (q := rec.cache.get("a")) is not None and q.spec.cohort_name == "research"
+    )
+    assert a.spec.cohort_name == "team"  # a model read earlier is not changed under its reader
+    walk = rec.cache.each()
+    assert next(walk).name == "a"
+    server.delete("b")
+    await eventually(lambda: rec.cache.get("b") is None)
+    assert list(walk) == []  # b went away while the walk was paused: skipped, no error

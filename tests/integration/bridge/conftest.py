@@ -439,7 +439,10 @@ class Cluster:
                 "metadata": {
                     "name": name,
                     "namespace": NS,
-                    "labels": {keys.JOB_NAME_LABEL: job["metadata"]["name"]},
+                    "labels": {
+                        keys.JOB_NAME_LABEL: job["metadata"]["name"],
+                        keys.PLUMBED_LABEL: keys.PLUMBED_VALUE,
+                    },
                     "annotations": {
                         keys.LINEAGE_ANNOTATION: lineage.annotation_value(owner),
                         keys.JOB_COMPLETION_INDEX_ANNOTATION: str(index),

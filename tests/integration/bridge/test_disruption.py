@@ -254,6 +254,7 @@ def _volcano_victim(index: int, *, task: str = "worker", slot: int | None = None
     meta["labels"]["volcano.sh/task-index"] = str(task_index)
     meta["annotations"]["volcano.sh/task-index"] = str(task_index)
     meta["labels"]["volcano.sh/task-spec"] = task
+    meta["labels"][keys.PLUMBED_LABEL] = keys.PLUMBED_VALUE  # as the webhook plumbs it
     meta["annotations"]["volcano.sh/task-spec"] = task
     owner = meta["ownerReferences"][0]
     meta["annotations"][keys.LINEAGE_ANNOTATION] = lineage.annotation_value(

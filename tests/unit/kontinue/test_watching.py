@@ -33,6 +33,34 @@ def test_relist_reports_only_what_changed() -> None:
     assert store == listed
 
 
+def test_counts_match_the_events_and_changes_are_made_one_at_a_time() -> None:
+    held = {**_entries(same="5", changed="6", gone="7"), ("ns", "broken"): Entry("3", "b@3")}
+    listed = _entries(same="5", changed="9", new="10")
+    invalid = {("ns", "broken")}
+    _, events = caching.reconcile(held=held, listed=listed, invalid=invalid)
+    made = caching.counts(held=held, listed=listed, invalid=invalid)
+    assert made == {t: sum(e.type == t for e in events) for t in ("ADDED", "MODIFIED", "DELETED")}
+    assert made == {"ADDED": 1, "MODIFIED": 1, "DELETED": 1}
+
+    read: list[str] = []
+
+    class Counted:
+        """An entry that records when its object is read (a packed entry parses then)."""
+
+        def __init__(self, name: str) -> None:
+            self.resource_version, self.name = "1", name
+
+        @property
+        def obj(self) -> str:
+            read.append(self.name)
+            return self.name
+
+    stream = caching.changes(held={}, listed={("ns", n): Counted(n) for n in "abc"})
+    assert next(stream).obj == "a"
+    assert read == ["a"]  # b and c not read yet
+    assert [e.obj for e in stream] == ["b", "c"]
+
+
 def test_relist_keeps_the_held_object_when_unchanged() -> None:
     held = {("ns", "a"): Entry("5", "held copy")}
     listed = {("ns", "a"): Entry("5", "listed copy")}

@@ -24,10 +24,13 @@ def test_values_are_read() -> None:
             "KONTINUE_BRIDGE_WORKERS": "8",
             "KONTINUE_FINALIZER_MARGIN_SECONDS": "12.5",
             "KONTINUE_ADMISSION_CHECK": "false",
+            "KONTINUE_ADOPT_UNLABELLED_PODS": "false",
         }
     )
     assert (config.namespace, config.workers, config.finalizer_margin_seconds) == ("ops", 8, 12.5)
     assert config.admission_check is False
+    assert config.adopt_unlabelled_pods is False
+    assert settings.Settings.from_env({}).adopt_unlabelled_pods is True
 
 
 @pytest.mark.parametrize(
@@ -41,6 +44,10 @@ def test_values_are_read() -> None:
             "KONTINUE_HEALTH_PORT_NUMBER: 70000 is not a port",
         ),
         ({"KONTINUE_ADMISSION_CHECK": "yes"}, "KONTINUE_ADMISSION_CHECK: 'yes' is not true or"),
+        (
+            {"KONTINUE_ADOPT_UNLABELLED_PODS": "1"},
+            "KONTINUE_ADOPT_UNLABELLED_PODS: '1' is not true or",
+        ),
         ({"KONTINUE_LEASE_RENEW_SECONDS": "20"}, "need KONTINUE_LEASE_RENEW_SECONDS <"),
         ({"KONTINUE_FINALIZER_MARGIN_SECONDS": "0"}, "KONTINUE_FINALIZER_MARGIN_SECONDS: must"),
     ],

@@ -45,6 +45,9 @@ def test_opted_in_pod_gets_checkpoint_plumbing_and_stays_valid() -> None:
     meta, spec = out["metadata"], out["spec"]
     expected_lineage = lineage.annotation_value(support.lineage_of(pod))
     assert meta["annotations"][keys.LINEAGE_ANNOTATION] == expected_lineage
+    # the label the bridge's pod watch selects on, beside the pod's own labels
+    assert meta["labels"][keys.PLUMBED_LABEL] == keys.PLUMBED_VALUE
+    assert set(pod["metadata"]["labels"].items()) <= set(meta["labels"].items())
     assert keys.RESTORE_FROM_ANNOTATION not in meta["annotations"]
     assert "no checkpoint" in meta["annotations"][keys.COLD_START_REASON_ANNOTATION]
     assert meta["finalizers"] == ["batch.kubernetes.io/job-tracking", keys.CHECKPOINT_FINALIZER]
@@ -72,6 +75,18 @@ def test_opted_in_pod_gets_checkpoint_plumbing_and_stays_valid() -> None:
         "volumeMounts"
     ]
     assert "initContainers" not in spec
+
+
+def test_label_ops_create_the_map_or_add_to_it() -> None:
+    wanted = {keys.PLUMBED_LABEL: "true"}
+    assert plumbing.label_ops({}, wanted) == [
+        {"op": "add", "path": "/metadata/labels", "value": wanted}
+    ]
+    assert plumbing.label_ops({"labels": {"a": "b"}}, wanted) == [
+        {"op": "add", "path": "/metadata/labels/kontinue.dev~1plumbed", "value": "true"}
+    ]
+    assert plumbing.label_ops({"labels": {keys.PLUMBED_LABEL: "no"}}, wanted)[0]["op"] == "replace"
+    assert plumbing.label_ops({"labels": dict(wanted)}, wanted) == []
 
 
 def test_pod_of_a_queue_that_did_not_opt_in_gets_no_patch() -> None:
