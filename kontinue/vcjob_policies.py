@@ -25,7 +25,7 @@ Read from volcano-sh/volcano ``ed72c7c815a9`` (v1.16.0-alpha.1-42):
   names, counts a terminating pod as ``terminating`` (never ``failed``) and leaves
   ``retryCount`` alone: a preemption handled by ``SyncJob`` costs nothing.
 
-So :func:`safe` rewrites each policy list (the job's and every task's) so that both events of a
+So :func:`safe` rewrites the policy lists (the job's and every task's) so that both events of a
 preemption end in ``SyncJob``:
 
 1. ``PodEvicted`` is removed from every policy (a policy left with no event is dropped; ``*``
@@ -33,14 +33,15 @@ preemption end in ``SyncJob``:
    ``pkg/webhooks/admission/jobs/validate/util.go`` ``policyEventMap``). ``PodEvicted`` is
    raised only when a pod object disappears without the controller having deleted it — never
    by a pod failing on its own — so no policy for a real failure changes.
-2. Where a list would still catch ``PodFailed``, ``{exitCode: 143, action: SyncJob}`` goes
-   **first**, ahead of the user's policies. Only exit code 143 is caught; exit 1 (or any other
-   code) still reaches the user's ``PodFailed`` policy exactly as before. ``SyncJob`` is not
-   offered for *event* policies, but Volcano's validation checks the action of event policies
-   only (``validatePolicies``: the ``exitCode`` branch checks that the code is not 0 and not
-   duplicated), the CRD leaves ``action`` a free string, and ``applyPolicies`` hands an exit-code
-   match's action to the state machine as is, where ``SyncJob`` is what every state does when
-   no policy matches.
+2. Where a task's exit 143 would still reach a ``PodFailed`` policy (its own or the job's),
+   ``{exitCode: 143, action: SyncJob}`` goes **first** in that task's list, ahead of the user's
+   policies (see :func:`safe` for why the task's list). Only exit code 143 is caught; exit 1
+   (or any other code) still reaches the user's ``PodFailed`` policy exactly as before.
+   ``SyncJob`` is not offered for *event* policies, but Volcano's webhook checks the action of
+   event policies only (``validatePolicies``: the ``exitCode`` branch checks that the code is
+   not 0 and not duplicated), the CRD leaves ``action`` a free string, and ``applyPolicies``
+   hands an exit-code match's action to the state machine as is, where ``SyncJob`` is what
+   every state does when no policy matches.
 
 ``maxRetry`` is never changed: retries are spent only by real failures, as the user set them.
 A user's own ``exitCode: 143`` policy is kept (the user said what 143 means); :func:`risks`
@@ -183,8 +184,8 @@ def _without_eviction(policy: Obj) -> Obj | None:
     return {**rest, "events": kept}
 
 
-def safe(policies: Sequence[Obj]) -> tuple[list[Obj], list[str]]:
-    """One policy list (a task's or the job's) made preemption-safe, and what changed."""
+def without_eviction(policies: Sequence[Obj]) -> tuple[list[Obj], list[str]]:
+    """One policy list with ``PodEvicted`` taken out of every policy, and what changed."""
     changes: list[str] = []
     out: list[Obj] = []
     for policy in policies:
@@ -198,9 +199,54 @@ def safe(policies: Sequence[Obj]) -> tuple[list[Obj], list[str]]:
             changes.append(f"{_describe(policy)} became {_describe(kept)}")
         if kept is not None:
             out.append(kept)
-    catches_failed = any(isinstance(p, Mapping) and POD_FAILED in events_of(p) for p in out)
-    own_code = any(isinstance(p, Mapping) and p.get("exitCode") == CONTRACT_EXIT_CODE for p in out)
-    if catches_failed and not own_code:
-        out.insert(0, dict(PREEMPTION_POLICY))
-        changes.append(f"added {_describe(PREEMPTION_POLICY)} first")
     return out, changes
+
+
+@dataclasses.dataclass(frozen=True)
+class Rewrite:
+    """The preemption-safe policies of one vcjob: the job's list (``None``: unchanged), each
+    task's list by index (only those that change), and what changed, in words."""
+
+    job: list[Obj] | None
+    tasks: dict[int, list[Obj]]
+    changes: list[str]
+
+
+def safe(spec: Mapping[str, Any]) -> Rewrite:
+    """The vcjob's policies made preemption-safe (module docstring): ``PodEvicted`` out of every
+    list, then ``{exitCode: 143, action: SyncJob}`` first in the list of each task whose exit 143
+    would still reach a ``PodFailed`` (or former ``*``) policy. The rule goes into the *task's*
+    list — tried before the job's (``applyPolicies``) — because Volcano's optional
+    ValidatingAdmissionPolicy (installer/helm/chart/volcano/policy/jobs-validating.yaml,
+    ``custom.vap_enable``) allows only its listed actions in ``spec.policies`` and reads no
+    task's list. A user's own ``exitCode: 143`` policy that would match first is kept."""
+    changes: list[str] = []
+    job_list = _policies(spec)
+    new_job, said = without_eviction(job_list)
+    changes += [f"spec.policies: {c}" for c in said]
+    rewritten: dict[str, Any] = {**spec, "policies": new_job}
+    new_tasks: list[Any] = []
+    task_changes: dict[int, list[Obj]] = {}
+    for index, task in enumerate(_tasks(spec)):
+        if not isinstance(task, Mapping):
+            new_tasks.append(task)
+            continue
+        own = _policies(task)
+        kept, said = without_eviction(own)
+        name = task.get("name") or index
+        changes += [f"task {name}: {c}" for c in said]
+        if kept != own:
+            task_changes[index] = kept
+        new_tasks.append({**task, "policies": kept})
+    rewritten["tasks"] = new_tasks
+    for index, task in enumerate(new_tasks):
+        if not isinstance(task, Mapping):
+            continue
+        match = applied(rewritten, str(task.get("name") or ""), POD_FAILED, CONTRACT_EXIT_CODE)
+        if match.action == SYNC_JOB or (match.policy or {}).get("exitCode") is not None:
+            continue
+        task_changes[index] = [dict(PREEMPTION_POLICY), *task.get("policies", [])]
+        changes.append(
+            f"task {task.get('name') or index}: added {_describe(PREEMPTION_POLICY)} first"
+        )
+    return Rewrite(new_job if new_job != job_list else None, task_changes, changes)

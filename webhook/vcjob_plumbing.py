@@ -1,9 +1,9 @@
 """Pure: the JSON Patch that makes an opted-in Volcano Job (``batch.volcano.sh/v1alpha1``)
 survive checkpointed preemptions, at CREATE. No I/O.
 
-The decision is :func:`kontinue.vcjob_policies.safe`, applied to the job's ``spec.policies`` and
-to each task's ``policies`` (the reasons, from Volcano's job controller source, are in that
-module and in docs/webhook.md, "Mutating: Volcano Jobs"). Each list that changes is replaced
+The decision is :func:`kontinue.vcjob_policies.safe`, over the job's ``spec.policies`` and each
+task's ``policies`` (the reasons, from Volcano's job controller source, are in that module and
+in docs/webhook.md, "Mutating: Volcano Jobs"). Each list that changes is replaced (or added)
 whole; the warning says what changed. ``maxRetry`` is left alone.
 
 A vcjob opted out with ``kontinue.dev/checkpoint: "false"`` gets the annotation copied onto
@@ -23,38 +23,27 @@ Obj = dict[str, Any]
 Plan = plumbing.Plan
 
 
-def _list_ops(owner: Obj, path: str, label: str) -> tuple[list[review.JsonPatchOp], list[str]]:
-    current = owner.get("policies")
-    if not isinstance(current, list) or not current:
-        return [], []
-    wanted, changes = vcjob_policies.safe(current)
-    if wanted == current:
-        return [], []
-    return [{"op": "replace", "path": f"{path}/policies", "value": wanted}], [
-        f"{label}: {'; '.join(changes)}"
-    ]
-
-
 def plumb_vcjob(job: Obj) -> Plan:
     """The patch for an opted-in vcjob on CREATE."""
     spec = job.get("spec")
     if not isinstance(spec, dict):
         return Plan([], [])
-    ops, changed = _list_ops(spec, "/spec", "spec.policies")
-    tasks = spec.get("tasks")
-    for i, task in enumerate(tasks if isinstance(tasks, list) else []):
-        if isinstance(task, dict):
-            more, said = _list_ops(task, f"/spec/tasks/{i}", f"task {task.get('name') or i}")
-            ops += more
-            changed += said
-    if not changed:
+    rewrite = vcjob_policies.safe(spec)
+    if not rewrite.changes:
         return Plan([], [])
+    ops: list[review.JsonPatchOp] = []
+    if rewrite.job is not None:
+        ops.append({"op": "replace", "path": "/spec/policies", "value": rewrite.job})
+    tasks = spec["tasks"]
+    for index, policies in sorted(rewrite.tasks.items()):
+        op = "replace" if "policies" in tasks[index] else "add"
+        ops.append({"op": op, "path": f"/spec/tasks/{index}/policies", "value": policies})
     return Plan(
         ops,
         [
             "kontinue: lifecycle policies changed so a checkpointed preemption (exit 143, then "
             "PodEvicted) recreates the pod without using maxRetry; real failures keep your "
-            "policies: " + " | ".join(changed)
+            "policies: " + " | ".join(rewrite.changes)
         ],
     )
 

@@ -207,7 +207,8 @@ async def volcano_system(tmp_path: Path) -> AsyncIterator[VolcanoSystem]:
             async def plumbed() -> bool:  # its caches see the labelled queue
                 probe = vcjob("probe", "research", trainer(steps=1, gpus_each=1), priority="low")
                 dry = await admin.create(resources.VOLCANO_JOBS, probe, dry_run=True)
-                return bool(dry["spec"]["policies"][0] == {"exitCode": 143, "action": "SyncJob"})
+                rule = {"exitCode": 143, "action": "SyncJob"}
+                return bool(dry["spec"]["tasks"][0].get("policies") == [rule])
 
             await eventually(plumbed, within=30, what="webhook caches synced")
             yield VolcanoSystem(c)
@@ -229,10 +230,8 @@ async def test_a_vcjob_evicted_five_times_completes_restoring_every_time_from_th
             vcjob("low", "research", trainer(steps=700, gpus_each=1), priority="low", replicas=2),
         )
         # the webhook's rewrite, as stored
-        assert created["spec"]["policies"] == [
-            {"exitCode": 143, "action": "SyncJob"},
-            {"event": "PodFailed", "action": "TerminateJob"},
-        ]
+        assert created["spec"]["policies"] == [{"event": "PodFailed", "action": "TerminateJob"}]
+        assert created["spec"]["tasks"][0]["policies"] == [{"exitCode": 143, "action": "SyncJob"}]
         seen: set[str] = set()  # pod uids of earlier incarnations
         restored_from: list[str] = []
         floor = 0

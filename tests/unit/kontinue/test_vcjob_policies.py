@@ -24,10 +24,14 @@ def _spec(job: list[Obj], *tasks: tuple[str, list[Obj]]) -> Obj:
 
 
 def _safe_spec(spec: Obj) -> Obj:
+    rewrite = vp.safe(spec)
     out = dict(spec)
-    if "policies" in out:
-        out["policies"] = vp.safe(out["policies"])[0]
-    out["tasks"] = [{**t, "policies": vp.safe(t["policies"])[0]} for t in spec["tasks"]]
+    if rewrite.job is not None:
+        out["policies"] = rewrite.job
+    out["tasks"] = [
+        {**t, "policies": rewrite.tasks.get(i, t.get("policies"))}
+        for i, t in enumerate(spec["tasks"])
+    ]
     return out
 
 
@@ -55,10 +59,9 @@ def test_the_issue_5885_and_2560_shapes_are_made_safe() -> None:
     )
     assert len(vp.risks(spec)) == 2
     safe = _safe_spec(spec)
-    assert safe["policies"] == [
-        {"exitCode": 143, "action": "SyncJob"},
-        {"event": "PodFailed", "action": "TerminateJob"},
-    ]
+    # the job's list keeps only actions Volcano's ValidatingAdmissionPolicy allows there
+    assert safe["policies"] == [{"event": "PodFailed", "action": "TerminateJob"}]
+    assert safe["tasks"][0]["policies"] == [{"exitCode": 143, "action": "SyncJob"}]
     assert vp.risks(safe) == []
     # a real failure still terminates
     assert vp.applied(safe, "train", "PodFailed", 1).action == "TerminateJob"
@@ -67,8 +70,8 @@ def test_the_issue_5885_and_2560_shapes_are_made_safe() -> None:
 def test_a_star_policy_keeps_every_other_event() -> None:
     spec = _spec([{"event": "*", "action": "RestartJob", "timeout": "1m"}], ("t", []))
     safe = _safe_spec(spec)
-    assert safe["policies"][0] == vp.PREEMPTION_POLICY
-    rewritten = safe["policies"][1]
+    assert safe["tasks"][0]["policies"] == [vp.PREEMPTION_POLICY]
+    (rewritten,) = safe["policies"]
     assert rewritten["timeout"] == "1m"
     assert "event" not in rewritten
     assert set(rewritten["events"]) == set(vp.OTHER_EVENTS)
@@ -77,9 +80,7 @@ def test_a_star_policy_keeps_every_other_event() -> None:
 
 def test_a_users_own_exit_code_143_policy_is_kept_and_named() -> None:
     spec = _spec([{"exitCode": 143, "action": "RestartJob"}], ("t", []))
-    policies, changes = vp.safe(spec["policies"])
-    assert policies == spec["policies"]
-    assert changes == []
+    assert vp.safe(spec) == vp.Rewrite(None, {}, [])
     [risk] = vp.risks(spec)
     assert "exitCode 143 -> RestartJob" in risk
     assert "#2560" in risk
@@ -91,7 +92,31 @@ def test_lists_with_nothing_about_preemption_are_unchanged() -> None:
         [{"exitCode": 1, "action": "RestartJob"}],
         [{"event": "TaskCompleted", "action": "CompleteJob"}],
     ):
-        assert vp.safe(policies) == (policies, [])
+        assert vp.safe(_spec(policies, ("t", policies))) == vp.Rewrite(None, {}, [])
+
+
+def test_the_job_list_never_gets_an_action_outside_volcanos_admission_policy() -> None:
+    """volcano-sh/volcano installer/helm/chart/volcano/policy/jobs-validating.yaml
+    ``validActions`` (checked on spec.policies only)."""
+    valid = {
+        "AbortJob",
+        "RestartJob",
+        "RestartTask",
+        "RestartPod",
+        "TerminateJob",
+        "CompleteJob",
+        "ResumeJob",
+    }
+    for job in (
+        [{"event": "PodFailed", "action": "AbortJob"}],
+        [{"event": "*", "action": "RestartJob"}],
+    ):
+        rewrite = vp.safe(
+            _spec(job, ("a", []), ("b", [{"event": "PodFailed", "action": "RestartTask"}]))
+        )
+        assert rewrite.job is not None or job == _spec(job)["policies"]
+        assert all(p["action"] in valid for p in (rewrite.job or job))
+        assert sorted(rewrite.tasks) == [0, 1]
 
 
 @pytest.mark.parametrize("seed", range(60))

@@ -918,12 +918,13 @@ def test_vcjob_in_an_opted_in_queue_gets_preemption_safe_policies() -> None:
     job = _vcjob()
     verdict = _mutate_vcjob(job)
     out = support.apply_patch(job, verdict.patch)
-    assert out["spec"]["policies"] == [
-        {"exitCode": 143, "action": "SyncJob"},
-        {"event": "PodFailed", "action": "TerminateJob"},
-    ]
+    # the job's list loses PodEvicted; each task's list gets the exit-143 rule first (a task's
+    # list is tried before the job's, and Volcano's admission policy checks only the job's)
+    assert out["spec"]["policies"] == [{"event": "PodFailed", "action": "TerminateJob"}]
+    for task, before in zip(out["spec"]["tasks"], job["spec"]["tasks"], strict=True):
+        assert task["policies"] == [{"exitCode": 143, "action": "SyncJob"}]
+        assert {k: v for k, v in task.items() if k != "policies"} == before
     assert out["spec"]["maxRetry"] == job["spec"]["maxRetry"]  # never touched
-    assert out["spec"]["tasks"] == job["spec"]["tasks"]
     assert any("PodEvicted -> RestartJob" in w for w in verdict.warnings)
     assert not _mutate_vcjob(out).patch  # plumbed already: nothing more to do
 
