@@ -43,9 +43,11 @@ USES: dict[tuple[str, str, str, str], str] = {
         )
         for verb in ("list", "watch")
     },
-    (WEBHOOK, "", "events", "create"): "webhook/events.py: kube.create(resources.EVENTS",
-    (WEBHOOK, "", "events", "get"): 'webhook/events.py: resources.EVENTS, meta["name"]',
-    (WEBHOOK, "", "events", "patch"): "webhook/events.py: await self.kube.merge_patch(",
+    # Events: both deployables write through kontinue/kube/events.py (webhook/events.py and
+    # queue_bridge/recording.py call it)
+    (WEBHOOK, "", "events", "create"): "kontinue/kube/events.py: kube.create(resources.EVENTS",
+    (WEBHOOK, "", "events", "get"): 'kontinue/kube/events.py: resources.EVENTS, meta["name"]',
+    (WEBHOOK, "", "events", "patch"): "kontinue/kube/events.py: await kube.patch(",
     (WEBHOOK, "", "secrets", "get"): "webhook/certs.py: api.get(resources.SECRETS",
     (WEBHOOK, "", "secrets", "update"): "webhook/certs.py: api.replace(resources.SECRETS",
     **{
@@ -94,9 +96,9 @@ USES: dict[tuple[str, str, str, str], str] = {
         "patch",
     ): "queue_bridge/acting.py: def write_status",
     (BRIDGE, "", "pods", "patch"): "queue_bridge/acting.py: def remove_finalizer",
-    (BRIDGE, "", "events", "create"): "queue_bridge/recording.py: kube.create(resources.EVENTS",
-    (BRIDGE, "", "events", "get"): 'queue_bridge/recording.py: resources.EVENTS, meta["name"]',
-    (BRIDGE, "", "events", "patch"): "queue_bridge/recording.py: await self.kube.patch(",
+    (BRIDGE, "", "events", "create"): "kontinue/kube/events.py: kube.create(resources.EVENTS",
+    (BRIDGE, "", "events", "get"): 'kontinue/kube/events.py: resources.EVENTS, meta["name"]',
+    (BRIDGE, "", "events", "patch"): "kontinue/kube/events.py: await kube.patch(",
     (
         BRIDGE,
         "coordination.k8s.io",
