@@ -115,31 +115,44 @@ def test_volcano_only_bridge_leads_and_checkpoints_a_volcano_eviction(
         queue = fixtures.load_one(VOLCANO_CRDS.parent / "examples" / "queue-checkpoint-optin.yaml")
         queue["metadata"]["name"] = f"q-{secrets.token_hex(3)}"
         _apply(plane, queue)
-        (vcjob,) = _apply(
-            plane,
-            {
-                "apiVersion": "batch.volcano.sh/v1alpha1",
-                "kind": "Job",
-                "metadata": {"name": "ckpt-train", "namespace": ns},
-                "spec": {
-                    "queue": queue["metadata"]["name"],
-                    "minAvailable": 1,
-                    "tasks": [
-                        {
-                            "name": "worker",
-                            "replicas": 1,
-                            "template": {
-                                "spec": {
-                                    "containers": [
-                                        {"name": "trainer", "image": "registry.example/t:1"}
-                                    ]
-                                }
-                            },
-                        }
-                    ],
-                },
+        body = {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "ckpt-train", "namespace": ns},
+            "spec": {
+                "queue": queue["metadata"]["name"],
+                "minAvailable": 1,
+                # upstream issues #2560 / #5885: the webhook makes preemption harmless
+                "policies": [
+                    {"event": "PodEvicted", "action": "RestartJob"},
+                    {"event": "PodFailed", "action": "TerminateJob"},
+                ],
+                "tasks": [
+                    {
+                        "name": "worker",
+                        "replicas": 1,
+                        "template": {
+                            "spec": {
+                                "containers": [{"name": "trainer", "image": "registry.example/t:1"}]
+                            }
+                        },
+                    }
+                ],
             },
-        )
+        }
+        safe_task = [{"exitCode": 143, "action": "SyncJob"}]
+
+        def rewritten() -> bool:  # the webhook's caches see the opted-in Queue
+            dry = plane.kubectl(
+                "create", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(body)
+            ).stdout
+            return bool(json.loads(dry)["spec"]["tasks"][0].get("policies") == safe_task)
+
+        _until(rewritten, "the webhook rewrites an opted-in vcjob's policies")
+        (vcjob,) = _apply(plane, body)
+        # stored by a real apiserver through Volcano's CRD schema, as the webhook patched it
+        assert vcjob["spec"]["policies"] == [{"event": "PodFailed", "action": "TerminateJob"}]
+        assert vcjob["spec"]["tasks"][0]["policies"] == safe_task
         owner = {
             "apiVersion": "batch.volcano.sh/v1alpha1",
             "kind": "Job",
