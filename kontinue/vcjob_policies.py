@@ -96,9 +96,15 @@ def _policies(owner: Mapping[str, Any]) -> list[Any]:
     return policies if isinstance(policies, list) else []
 
 
+def task_name(task: Mapping[str, Any], index: int) -> str:
+    """A task's name; ``default<index>`` when unset, as Volcano's jobs/mutate webhook names it
+    (``pkg/webhooks/admission/jobs/mutate``), whichever webhook runs first."""
+    return str(task.get("name") or f"default{index}")
+
+
 def _task(spec: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    for task in _tasks(spec):
-        if isinstance(task, Mapping) and task.get("name") == name:
+    for index, task in enumerate(_tasks(spec)):
+        if isinstance(task, Mapping) and task_name(task, index) == name:
             return task
     return {}
 
@@ -133,11 +139,7 @@ def _describe(policy: Mapping[str, Any] | None) -> str:
 
 
 def task_names(spec: Mapping[str, Any]) -> list[str]:
-    return [
-        str(t.get("name") or f"default{i}")
-        for i, t in enumerate(_tasks(spec))
-        if isinstance(t, Mapping)
-    ]
+    return [task_name(t, i) for i, t in enumerate(_tasks(spec)) if isinstance(t, Mapping)]
 
 
 def risks(spec: Mapping[str, Any]) -> list[str]:
@@ -233,7 +235,7 @@ def safe(spec: Mapping[str, Any]) -> Rewrite:
             continue
         own = _policies(task)
         kept, said = without_eviction(own)
-        name = task.get("name") or index
+        name = task_name(task, index)
         changes += [f"task {name}: {c}" for c in said]
         if kept != own:
             task_changes[index] = kept
@@ -242,7 +244,7 @@ def safe(spec: Mapping[str, Any]) -> Rewrite:
     for index, task in enumerate(new_tasks):
         if not isinstance(task, Mapping):
             continue
-        match = applied(rewritten, str(task.get("name") or ""), POD_FAILED, CONTRACT_EXIT_CODE)
+        match = applied(rewritten, task_name(task, index), POD_FAILED, CONTRACT_EXIT_CODE)
         if match.action == SYNC_JOB or (match.policy or {}).get("exitCode") is not None:
             continue
         task_changes[index] = [dict(PREEMPTION_POLICY), *task.get("policies", [])]

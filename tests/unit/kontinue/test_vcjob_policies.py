@@ -155,3 +155,14 @@ def test_safe_never_changes_a_real_failure_and_always_spares_a_preemption(seed: 
         assert (
             vp.applied(safe, task, event, code).action == vp.applied(spec, task, event, code).action
         ), (task, event, code, spec, safe)
+
+
+def test_an_unnamed_task_is_judged_by_the_name_volcano_gives_it() -> None:
+    """Volcano's jobs/mutate names an unnamed task ``default<index>``; the order of the two
+    webhooks must not matter."""
+    spec: Obj = {
+        "tasks": [{"replicas": 1, "policies": [{"event": "PodFailed", "action": "AbortJob"}]}]
+    }
+    assert vp.applied(spec, "default0", "PodFailed", 143).action == "AbortJob"
+    rewrite = vp.safe(spec)
+    assert rewrite.tasks[0][0] == vp.PREEMPTION_POLICY
