@@ -253,18 +253,41 @@ def _pod_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
 _TEMPLATE_SCHEDULING = ("nodeSelector", "tolerations", "affinity", "schedulingGates")
 
 
+def scheduling_directives_mutable(old: dict[str, Any]) -> bool:
+    """Whether a Job's template may change its labels, annotations and scheduling directives.
+
+    kubernetes/kubernetes v1.36 ``pkg/registry/batch/job/strategy.go`` ``validationOptionsForJob``
+    with the ``MutableSchedulingDirectivesForSuspendedJobs`` gate (beta, on): the old Job is
+    suspended and either never started (``status.startTime`` empty) or fully suspended (its
+    ``Suspended`` condition True and ``status.active == 0``) — the ``notStarted ||`` half is the
+    1.36 regression fix kubernetes/kubernetes#139287 (cherry-picked to release-1.36). Measured on
+    a real v1.36.2 kube-apiserver (tests/realcp/test_emulator_agreement.py): a suspended Job
+    whose ``startTime`` was written back is still mutable once ``Suspended`` is True, and not
+    while ``active`` is 1."""
+    spec, status = old.get("spec") or {}, old.get("status") or {}
+    if not spec.get("suspend"):
+        return False
+    if not status.get("startTime"):
+        return True
+    suspended = any(
+        c.get("type") == "Suspended" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    return suspended and not status.get("active")
+
+
 def _job_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
     """pkg/apis/batch/validation/validation.go ``ValidateJobSpecUpdate``: selector and template
-    are immutable, except that a suspended Job that never started may change its template's
-    labels, annotations and scheduling directives (what Kueue's podSetUpdates write)."""
+    are immutable, except that a suspended Job may change its template's labels, annotations and
+    scheduling directives (what Kueue's podSetUpdates write) while
+    :func:`scheduling_directives_mutable`."""
     new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
     causes: list[Cause] = []
     if new_spec.get("selector") != old_spec.get("selector"):
         causes.append(("spec.selector", "FieldValueInvalid", "Invalid value: field is immutable"))
     new_t, old_t = new_spec.get("template") or {}, old_spec.get("template") or {}
     if new_t != old_t:
-        never_started = not (old.get("status") or {}).get("startTime")
-        if old_spec.get("suspend") and never_started:
+        if scheduling_directives_mutable(old):
             strip = {
                 "metadata": {
                     k: v

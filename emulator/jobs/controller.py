@@ -12,7 +12,12 @@ requests the real controller makes (kubernetes/kubernetes v1.36
   (``removeTrackingFinalizerPatch``; it arrives as a pod UPDATE, recordings 06 and 30);
 - pod DELETE without options, so the pod's own ``terminationGracePeriodSeconds`` applies
   (``podControl.DeletePod``; recording 07 shows the resolved grace 120);
-- ``jobs/status`` writes (``updateJobStatus``).
+- ``jobs/status`` writes (``updateJobStatus``: ``UpdateStatus``, a PUT carrying the
+  resourceVersion of the copy the sync started from). Here a merge patch with that
+  ``metadata.resourceVersion``, so a status computed from a stale copy gets 409 Conflict and
+  the Job is synced again from the newer copy — never written over a newer status (without the
+  precondition, a sync that began before Kueue cleared ``startTime`` wrote it back, and Kueue's
+  readmission patch of the template was refused as immutable).
 
 Level-triggered: every Job or pod event enqueues the Job's key; a :class:`emulator.workqueue.
 WorkQueue` serializes syncs per key (``processNextWorkItem``); the decision is
@@ -39,6 +44,10 @@ log = logging.getLogger("emulator.jobs")
 
 Object = dict[str, Any]
 Key = tuple[str, str, str]  # ("job" | "orphan", namespace, name)
+
+CONFLICT_RETRY_SECONDS = 0.05
+"""After a 409 on the status write. Upstream's rate limiter starts at 1 s
+(``DefaultJobApiBackOff``); the newer Job's own watch event usually requeues it sooner."""
 
 REMOVE_TRACKING_FINALIZER = {
     "metadata": {"$deleteFromPrimitiveList/finalizers": [keys.JOB_TRACKING_FINALIZER]}
@@ -174,12 +183,15 @@ class JobController:
             created = await self.client.create(resources.PODS, body, namespace=namespace)
             self.pods.observe(created)
         status = planning.next_status(job, self._owned(job), decision, now=strategy.now())
-        await self._write_status(job, status)
+        if not await self.write_status(job, status):
+            # syncJob returns the conflict; processNextWorkItem requeues the key rate-limited
+            self.queue.add_after(("job", namespace, name), CONFLICT_RETRY_SECONDS)
 
-    async def _write_status(self, job: Object, status: Object) -> None:
+    async def write_status(self, job: Object, status: Object) -> bool:
+        """The status write; False when the Job changed since ``job`` was read (409)."""
         old = job.get("status") or {}
         if status == old:
-            return
+            return True
         patch: Object = {k: None for k in old if k not in status}
         patch.update(status)
         meta = job["metadata"]
@@ -187,11 +199,17 @@ class JobController:
             updated = await self.client.patch(
                 resources.JOBS,
                 meta["name"],
-                {"status": patch},
+                {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": patch},
                 content_type=kube_api.MERGE_PATCH,
                 namespace=meta["namespace"],
                 subresource="status",
             )
         except errors.NotFound:
-            return
+            return True
+        except errors.Conflict:
+            log.info(
+                "job %s/%s changed during its sync; syncing again", meta["namespace"], meta["name"]
+            )
+            return False
         self.jobs.observe(updated)
+        return True

@@ -16,8 +16,8 @@ plane). One sync:
    lowest missing indexes);
 4. writes ``status``: ``active``, ``ready``, ``terminating``, ``failed``/``succeeded`` (omitted
    at 0, as the Go ``omitempty`` fields are), ``completedIndexes``, ``startTime`` (set when first
-   unsuspended, reset on resume), the ``Suspended`` condition (``JobSuspended`` /
-   ``JobResumed``).
+   unsuspended, cleared when suspended — the v1.36 ``MutableSchedulingDirectivesForSuspendedJobs``
+   gate — and reset on resume), the ``Suspended`` condition (``JobSuspended`` / ``JobResumed``).
 
 Limits: ``status.uncountedTerminatedPods`` is not used (the emulated controller removes the
 finalizers then writes the counts; one process, no crash in between); no pod-creation backoff
@@ -327,7 +327,11 @@ def next_status(
     finish = decision.ledger.condition
     suspended = bool(spec.get("suspend"))
     if finish is None and suspended:
-        _ensure(conditions, "Suspended", "True", "JobSuspended", "Job suspended", now)
+        if _ensure(conditions, "Suspended", "True", "JobSuspended", "Job suspended", now):
+            # MutableSchedulingDirectivesForSuspendedJobs (beta in v1.36, kubernetes/kubernetes
+            # #135104): the write that adds Suspended=True also clears startTime (measured on a
+            # real v1.36.2 controller-manager: tests/realcp/test_emulator_agreement.py).
+            status.pop("startTime", None)
     elif finish is None:
         if _ensure(conditions, "Suspended", "False", "JobResumed", "Job resumed", now):
             status["startTime"] = now  # "Reset the StartTime" on resume (syncJob)

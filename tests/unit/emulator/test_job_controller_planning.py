@@ -180,6 +180,10 @@ def test_suspended_condition_then_resumed_resets_start_time() -> None:
         "JobSuspended",
     )
     assert "active" not in status
+    assert "startTime" not in status  # cleared in the write that suspends (v1.36)
+    again = job(suspend=True, status={**status, "startTime": "2026-12-02T11:00:00Z"})
+    status_again = planning.next_status(again, [], planning.decide(again, []), now=NOW)
+    assert status_again["startTime"] == "2026-12-02T11:00:00Z"  # only on the flip, as upstream
     resumed = job(suspend=False, status=status)
     later = "2026-12-02T12:05:00Z"
     status = planning.next_status(
