@@ -9,7 +9,9 @@ appear: ``nvidia.com/gpu`` in capacity/allocatable (a JSON patch of ``nodes/stat
 :meth:`emulator.gpus.GpuProfile.labels`. Every write goes through the API as
 ``system:node:<name>``, so webhooks and watchers see what they would see on a real cluster.
 
-Limits: no heartbeats or Lease renewal, no taints, no pressure conditions; a node stays Ready.
+Taints only at registration, as ``kubelet --register-with-taints`` sets them (``initialNode``
+copies ``registerWithTaints`` into ``spec.taints``). Limits: no heartbeats or Lease renewal, no
+pressure conditions or their taints; a node stays Ready.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class NodeSpec:
     memory: str = "32Gi"
     pods: int = 110
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    taints: tuple[Mapping[str, str], ...] = ()
+    """``--register-with-taints``: each ``{"key", "value", "effect"}``."""
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -69,11 +73,14 @@ def node_object(spec: NodeSpec) -> Object:
         **(spec.gpu.labels() if spec.gpu is not None else {}),
         **spec.labels,
     }
+    node_spec: Object = {}
+    if spec.taints:
+        node_spec["taints"] = [dict(t) for t in spec.taints]
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": spec.name, "labels": labels},
-        "spec": {},
+        "spec": node_spec,
     }
 
 
