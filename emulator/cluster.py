@@ -17,7 +17,12 @@ bridge are attached (the baseline later measurements need).
 
 Files: ``workdir/nodes/<node>`` is each node's private disk (pod sandboxes, emptyDir, logs);
 ``workdir/shared`` is the one directory every node mounts for ``hostPath`` and PVC volumes (the
-ReadWriteMany checkpoint storage). ``components`` picks what runs (e.g. leave out ``"scheduler"``
+ReadWriteMany checkpoint storage).
+
+Timings are the fast tier's by default (``timing=FAST`` for the kubelets; the Job controller's
+pod-failure backoff ``pod_failure_backoff=0``); pass ``worker.Timing()`` and
+``emulator.jobs.backoff.DEFAULT_SECONDS`` (10 s, as a real v1.36 controller) for real ones — the
+demo does (emulator/demo/stack.py). ``components`` picks what runs (e.g. leave out ``"scheduler"``
 when a Volcano emulation binds pods itself).
 """
 
@@ -84,6 +89,7 @@ class Cluster:
         api: server.ApiServer | None = None,
         tls: bool = False,
         queue_system: str | None = None,
+        pod_failure_backoff: float = 0.0,
     ) -> None:
         unknown = set(components) - ALL_COMPONENTS
         if unknown:
@@ -110,6 +116,7 @@ class Cluster:
             raise ValueError(f"queue_system: {queue_system!r}; known: None, 'kueue', 'volcano'")
         self.queue_system = queue_system
         self.queues: Any = None
+        self.pod_failure_backoff = pod_failure_backoff
 
     @property
     def shared_root(self) -> Path:
@@ -153,7 +160,9 @@ class Cluster:
                     self.kubelets[spec.name] = kubelet
                     await kubelet.start()
             if "job-controller" in self.components:
-                self.job_controller = job_controller.JobController(self.api)
+                self.job_controller = job_controller.JobController(
+                    self.api, pod_failure_backoff=self.pod_failure_backoff
+                )
                 await self.job_controller.start()
             if "scheduler" in self.components:
                 self.scheduler = scheduler_module.Scheduler(self.api)

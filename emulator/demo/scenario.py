@@ -19,6 +19,7 @@ from typing import Any
 
 from emulator import gpus, nodes
 from emulator.demo import observe, scrape, stack, systems, timeline, torch_workload, trace
+from emulator.jobs import backoff
 from kontinue import keys
 from kontinue.kube import resources
 
@@ -221,6 +222,7 @@ async def run(
         with_kontinue=with_kontinue,
         policy=policy(options) if with_kontinue else None,
         queue_system=kind,
+        pod_failure_backoff=backoff.DEFAULT_SECONDS,
     ) as system:
         admin = system.admin
         for obj in priority_classes():

@@ -100,8 +100,12 @@ async def running(
     policy: Obj | None = None,
     tls: bool = False,
     queue_system: str = "kueue",
+    pod_failure_backoff: float = 0.0,
 ) -> AsyncIterator[Stack]:
     """Start everything; on exit stop it all (pods get their graceful stop).
+
+    ``pod_failure_backoff``: the Job controller's (emulator/jobs/backoff.py; the demos pass the
+    real 10 s, so a preempted pod's replacement waits as long as on a cluster).
 
     ``tls``: the API emulator serves HTTPS (its kubeconfigs carry the CA), for clients that
     must reach it as they reach a real cluster (``kubectl``, ``kubectl-kontinue``).
@@ -109,7 +113,11 @@ async def running(
     volcano = queue_system == "volcano"
     systems = ("volcano",) if volcano else ("kueue",)
     async with cluster.Cluster(
-        nodes=node_specs, workdir=workdir, tls=tls, queue_system="volcano" if volcano else None
+        nodes=node_specs,
+        workdir=workdir,
+        tls=tls,
+        queue_system="volcano" if volcano else None,
+        pod_failure_backoff=pod_failure_backoff,
     ) as c:
         if not volcano:
             kueue_controller.install_crds(c.api, ROOT / "tests/fixtures/upstream/kueue/crds")

@@ -18,8 +18,9 @@ tests/unit/emulator/test_job_accounting.py). The facts that matter for preemptio
   evaluated on the terminal pod (``Ignore`` on ``DisruptionTarget`` -> never counted). A preempted
   pod that exits 0 is Succeeded and counts toward completions.
 
-Limits: no ``backoffLimitPerIndex``/``FailIndex``, no ``successPolicy``, no pod-creation backoff
-timing, no ``activeDeadlineSeconds``; restartPolicy ``OnFailure`` restart counting is not modelled.
+Limits: no ``backoffLimitPerIndex``/``FailIndex``, no ``successPolicy`` (the pod-creation backoff
+timing is emulator/jobs/backoff.py), no ``activeDeadlineSeconds``; restartPolicy ``OnFailure``
+restart counting is not modelled.
 """
 
 from __future__ import annotations

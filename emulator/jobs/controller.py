@@ -12,6 +12,9 @@ requests the real controller makes (kubernetes/kubernetes v1.36
   (``removeTrackingFinalizerPatch``; it arrives as a pod UPDATE, recordings 06 and 30);
 - pod DELETE without options, so the pod's own ``terminationGracePeriodSeconds`` applies
   (``podControl.DeletePod``; recording 07 shows the resolved grace 120);
+- no pod created before the pod-failure backoff has passed (``manageJob``; 10 s after a failed
+  pod finished, doubling: :mod:`emulator.jobs.backoff`; ``pod_failure_backoff`` sets the base,
+  0 turns it off);
 - ``jobs/status`` writes (``updateJobStatus``: ``UpdateStatus``, a PUT carrying the
   resourceVersion of the copy the sync started from). Here a merge patch with that
   ``metadata.resourceVersion``, so a status computed from a stale copy gets 409 Conflict and
@@ -30,12 +33,14 @@ a sync never acts twice on a state the watch has not delivered yet.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import time
 from typing import Any
 
 from emulator import informer, workqueue
 from emulator.apiserver import server, strategy
-from emulator.jobs import accounting, planning
+from emulator.jobs import accounting, backoff, planning
 from kontinue import keys
 from kontinue.kube import api as kube_api
 from kontinue.kube import errors, resources
@@ -58,8 +63,15 @@ class JobController:
     """Run with ``await start()`` / ``await stop()``; ``syncs`` counts completed Job syncs."""
 
     def __init__(
-        self, api: server.ApiServer, *, user: str = planning.JOB_CONTROLLER_USER, workers: int = 4
+        self,
+        api: server.ApiServer,
+        *,
+        user: str = planning.JOB_CONTROLLER_USER,
+        workers: int = 4,
+        pod_failure_backoff: float = backoff.DEFAULT_SECONDS,
     ) -> None:
+        self.pod_failure_backoff = pod_failure_backoff
+        self.backoffs: dict[tuple[str, str], backoff.Record] = {}
         self.client = api.client(user)
         self.jobs = informer.Informer(self.client, resources.JOBS, on_change=self._job_changed)
         self.pods = informer.Informer(self.client, resources.PODS, on_change=self._pod_changed)
@@ -159,9 +171,11 @@ class JobController:
     async def _sync_job(self, namespace: str, name: str) -> None:
         job = self.jobs.get(name, namespace)
         if job is None:
+            self.backoffs.pop((namespace, name), None)  # removeBackoffRecord
             return
         pods = self._owned(job)
         if planning.is_finished(job):
+            self.backoffs.pop((namespace, name), None)
             for pod in pods:  # leftover finalizers of a finished Job (trackJob... finishing)
                 await self._remove_finalizer(pod)
             return
@@ -171,6 +185,7 @@ class JobController:
             log.warning("job %s/%s cannot be synced: %s", namespace, name, error)
             return
         by_name = {p["metadata"]["name"]: p for p in pods}
+        decision = self._hold_back(namespace, name, decision, by_name)
         for pod_name in decision.remove_finalizers:
             await self._remove_finalizer(by_name[pod_name])
         for pod_name in decision.suspend:  # deleteJobPods: finalizer first, then DELETE
@@ -186,6 +201,23 @@ class JobController:
         if not await self.write_status(job, status):
             # syncJob returns the conflict; processNextWorkItem requeues the key rate-limited
             self.queue.add_after(("job", namespace, name), CONFLICT_RETRY_SECONDS)
+
+    def _hold_back(
+        self, namespace: str, name: str, decision: planning.Decision, by_name: dict[str, Object]
+    ) -> planning.Decision:
+        """``manageJob``'s pod-failure backoff (:mod:`emulator.jobs.backoff`): no pod is created
+        before it has passed; the Job is synced again when it has."""
+        finished = [by_name[n] for n in decision.remove_finalizers]
+        succeeded = [p for p in finished if (p.get("status") or {}).get("phase") == "Succeeded"]
+        failed = [p for p in finished if (p.get("status") or {}).get("phase") != "Succeeded"]
+        key = (namespace, name)
+        record = backoff.next_record(self.backoffs.get(key, backoff.Record()), succeeded, failed)
+        self.backoffs[key] = record
+        wait = backoff.remaining(record, time.time(), default=self.pod_failure_backoff)
+        if not decision.create or wait <= 0:
+            return decision
+        self.queue.add_after(("job", namespace, name), wait)
+        return dataclasses.replace(decision, create=())
 
     async def write_status(self, job: Object, status: Object) -> bool:
         """The status write; False when the Job changed since ``job`` was read (409)."""

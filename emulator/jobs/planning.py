@@ -20,9 +20,9 @@ plane). One sync:
    gate — and reset on resume), the ``Suspended`` condition (``JobSuspended`` / ``JobResumed``).
 
 Limits: ``status.uncountedTerminatedPods`` is not used (the emulated controller removes the
-finalizers then writes the counts; one process, no crash in between); no pod-creation backoff
-delay, no ``activeDeadlineSeconds``, ``backoffLimitPerIndex``, ``successPolicy``, pod adoption by
-selector or Events.
+finalizers then writes the counts; one process, no crash in between); the pod-failure backoff is
+:mod:`emulator.jobs.backoff`, applied by the controller; no ``activeDeadlineSeconds``,
+``backoffLimitPerIndex``, ``successPolicy``, pod adoption by selector or Events.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ no other test's pending pod lands on them.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import re
 import secrets
 from collections.abc import AsyncIterator
@@ -388,3 +389,68 @@ async def test_a_kueue_preemption_is_checkpointed_readmitted_and_restored(
         assert reasons.count("Started") >= 2, reasons
         assert "Suspended" in reasons, reasons  # the real job controller's Events
         assert "Resumed" in reasons, reasons
+
+
+async def test_a_kube_scheduler_preemption_ends_restored(
+    scheduler: controlplane.ControlPlane,
+    kontinue: processes.Installed,
+    admin: api.Api,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    async with running_flow(scheduler, kontinue, admin, namespace, tmp_path) as flow:
+        low = flow.job(flow.low, priority=f"low-{flow.tag}", steps=100000)
+        await admin.create(resources.JOBS, low, namespace=namespace)
+        victim = await flow.running_pod(flow.low, min_step=10, exclude=set())
+
+        # A pod outside Kueue that needs the node's only GPU, at a higher priority.
+        urgent = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": flow.high, "namespace": namespace},
+            "spec": flow.pod_spec(priority=f"high-{flow.tag}", steps=5, save_seconds=0.2),
+        }
+        await admin.create(resources.PODS, urgent, namespace=namespace)
+
+        async def urgent_done() -> bool:
+            pod = await admin.get(resources.PODS, flow.high, namespace=namespace)
+            return (pod.get("status") or {}).get("phase") == "Succeeded"
+
+        await flow.until(urgent_done, "the urgent pod Succeeded")
+        saved_log = flow.log(victim)
+        assert "SAVED" in saved_log, saved_log[-500:]
+        saved = max(int(step) for step in PROGRESS.findall(saved_log))
+
+        successor = await flow.running_pod(
+            flow.low, min_step=saved + 1, exclude={victim["metadata"]["uid"]}
+        )
+        (cp,) = await flow.checkpoints()
+        assert cp.status.phase is checkpoint.Phase.SUCCEEDED, cp.status
+        assert (cp.spec.trigger.source, cp.spec.trigger.reason) == (
+            "Scheduler",
+            "PreemptionByScheduler",
+        )
+        assert [m.pod_uid for m in cp.spec.members] == [victim["metadata"]["uid"]]
+        pod = await admin.get(resources.PODS, successor["metadata"]["name"], namespace=namespace)
+        assert pod["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == cp.name
+        assert f"RESTORED step={saved} " in flow.log(successor), flow.log(successor)[:500]
+
+        job = await admin.get(resources.JOBS, flow.low, namespace=namespace)
+        # the webhook's podFailurePolicy ignored the preemption: nothing counted
+        assert not (job.get("status") or {}).get("failed"), job["status"]
+        wl = (await admin.list(resources.WORKLOADS, namespace=namespace))["items"]
+        assert [w["metadata"]["name"] for w in wl if _evicted(w)] == []  # Kueue never evicted
+        # The real job controller created the replacement only after its pod-failure backoff
+        # (pkg/controller/job/backoff_utils.go: 10 s after the failed pod finished). A lower
+        # bound only, and in whole seconds: under load the gap only grows.
+        (member,) = cp.status.members
+        assert member.finished_at is not None, member
+        created = datetime.datetime.fromisoformat(pod["metadata"]["creationTimestamp"])
+        assert (created - member.finished_at).total_seconds() >= 8, (member, created)
+
+
+def _evicted(wl: Obj) -> bool:
+    return any(
+        c["type"] == "Evicted" and c["status"] == "True"
+        for c in (wl.get("status") or {}).get("conditions") or []
+    )
