@@ -17,13 +17,13 @@ bridge are attached (the baseline later measurements need).
 
 Files: ``workdir/nodes/<node>`` is each node's private disk (pod sandboxes, emptyDir, logs);
 ``workdir/shared`` is the one directory every node mounts for ``hostPath`` and PVC volumes (the
-ReadWriteMany checkpoint storage).
+ReadWriteMany checkpoint storage). ``components`` picks what runs (e.g. leave out
+``"scheduler"`` when a Volcano emulation binds pods itself).
 
 Timings are the fast tier's by default (``timing=FAST`` for the kubelets; the Job controller's
 pod-failure backoff ``pod_failure_backoff=0``); pass ``worker.Timing()`` and
 ``emulator.jobs.backoff.DEFAULT_SECONDS`` (10 s, as a real v1.36 controller) for real ones — the
-demo does (emulator/demo/stack.py). ``components`` picks what runs (e.g. leave out ``"scheduler"``
-when a Volcano emulation binds pods itself).
+main demo passes the backoff (emulator/demo/scenario.py).
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ import yaml
 
 from emulator import gpus, nodes
 from emulator.demo import observe, scenario, stack, timeline
-from emulator.jobs import backoff
 from kontinue import keys
 from kontinue.kube import resources
 
@@ -140,7 +139,6 @@ async def run(
         with_kontinue=with_kontinue,
         policy=scenario.policy(demo) if with_kontinue else None,
         tls=with_kontinue,
-        pod_failure_backoff=backoff.DEFAULT_SECONDS,
     ) as system:
         admin = system.admin
         for obj in priority_classes(urgent_preempts=mode == "preempt"):

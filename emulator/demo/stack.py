@@ -104,8 +104,8 @@ async def running(
 ) -> AsyncIterator[Stack]:
     """Start everything; on exit stop it all (pods get their graceful stop).
 
-    ``pod_failure_backoff``: the Job controller's (emulator/jobs/backoff.py; the demos pass the
-    real 10 s, so a preempted pod's replacement waits as long as on a cluster).
+    ``pod_failure_backoff``: the Job controller's (emulator/jobs/backoff.py; the main demo passes
+    the real 10 s, so a preempted pod's replacement waits as long as on a cluster).
 
     ``tls``: the API emulator serves HTTPS (its kubeconfigs carry the CA), for clients that
     must reach it as they reach a real cluster (``kubectl``, ``kubectl-kontinue``).
