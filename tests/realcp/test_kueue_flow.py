@@ -19,6 +19,8 @@ no other test's pending pod lands on them.
    holds; the real scheduler sets ``DisruptionTarget`` (``PreemptionByScheduler``) and deletes
    it; the bridge checkpoints it, the podFailurePolicy the webhook added ignores the failure, the
    job controller creates the replacement (after its pod-failure backoff) and it restores.
+3. Issue 19's timeline (a 2-pod Indexed Job): preempt one index, then evict all, then readmit;
+   every pod restores its own identity's newest member.
 """
 
 from __future__ import annotations
@@ -91,8 +93,10 @@ class Flow:
             ],
         }
 
-    def job(self, name: str, *, priority: str, steps: int, save_seconds: float = 0.2) -> Obj:
-        return {
+    def job(
+        self, name: str, *, priority: str, steps: int, save_seconds: float = 0.2, pods: int = 1
+    ) -> Obj:
+        job: Obj = {
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": {
@@ -107,6 +111,9 @@ class Flow:
                 },
             },
         }
+        if pods > 1:
+            job["spec"].update(parallelism=pods, completions=pods, completionMode="Indexed")
+        return job
 
     async def pods_of(self, job: str) -> list[Obj]:
         return await self.cluster.pods(self.namespace, labels={keys.JOB_NAME_LABEL: job})
@@ -190,7 +197,7 @@ class Flow:
         return [str(e["reason"]) for e in ordered]
 
 
-async def _queues(admin: api.Api, flow: Flow, policy: str) -> None:
+async def _queues(admin: api.Api, flow: Flow, policy: str, *, gpus: int) -> None:
     for name, value in ((f"low-{flow.tag}", 100), (f"high-{flow.tag}", 1000)):
         await admin.create(
             resources.PRIORITY_CLASSES,
@@ -235,7 +242,7 @@ async def _queues(admin: api.Api, flow: Flow, policy: str) -> None:
                                 "resources": [
                                     {"name": "cpu", "nominalQuota": 8},
                                     {"name": "memory", "nominalQuota": "32Gi"},
-                                    {"name": keys.GPU_RESOURCE, "nominalQuota": 1},
+                                    {"name": keys.GPU_RESOURCE, "nominalQuota": gpus},
                                 ],
                             }
                         ],
@@ -284,13 +291,15 @@ async def running_flow(
     admin: api.Api,
     namespace: str,
     workdir: Path,
+    *,
+    gpus_per_node: int = 1,
 ) -> AsyncIterator[Flow]:
     tag = secrets.token_hex(3)
     plane.kubectl("apply", "--server-side", "-f", str(KUEUE_EMULATION_CRDS))
     await emulated.grant_kueue(admin)
     spec = nodes.NodeSpec(
         f"node-{tag}",
-        gpu=gpus.GpuProfile(count=1),
+        gpu=gpus.GpuProfile(count=gpus_per_node),
         labels={"kontinue.dev/realcp-flow": tag},
         taints=({"key": "kontinue.dev/realcp-flow", "value": tag, "effect": "NoSchedule"},),
     )
@@ -319,7 +328,7 @@ async def running_flow(
                 },
             },
         )
-        await _queues(admin, flow, policy)
+        await _queues(admin, flow, policy, gpus=gpus_per_node)
         await kueue.start()
         await eventually(
             lambda: processes.bridge_ready(bridge), within=WAIT, what="the bridge ready"
@@ -454,3 +463,115 @@ def _evicted(wl: Obj) -> bool:
         c["type"] == "Evicted" and c["status"] == "True"
         for c in (wl.get("status") or {}).get("conditions") or []
     )
+
+
+def _index(pod: Obj) -> str:
+    return str(pod["metadata"]["annotations"][keys.JOB_COMPLETION_INDEX_ANNOTATION])
+
+
+def _restore_member(pod: Obj) -> str | None:
+    for container in pod["spec"].get("initContainers") or []:
+        for env in container.get("env") or []:
+            if env["name"] == "KONTINUE_RESTORE_MEMBER":
+                return str(env.get("value"))
+    return None
+
+
+async def test_issue_19_preempt_one_then_evict_all_each_index_restores_its_own(
+    scheduler: controlplane.ControlPlane,
+    kontinue: processes.Installed,
+    admin: api.Api,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """Issue 19's timeline for a 2-pod Indexed Job (policy default: ``coupled``): kube-scheduler
+    preempts one index (a partial set of that identity only), later Kueue evicts the Workload
+    (a set of both), then readmission: every pod resumes from its own identity's newest state."""
+    async with running_flow(
+        scheduler, kontinue, admin, namespace, tmp_path, gpus_per_node=2
+    ) as flow:
+        low = flow.job(flow.low, priority=f"low-{flow.tag}", steps=100000, pods=2)
+        await admin.create(resources.JOBS, low, namespace=namespace)
+        first = {
+            _index(p): p
+            for p in [
+                await flow.running_pod(flow.low, min_step=5, exclude=set()),
+            ]
+        }
+
+        async def both_running() -> bool:
+            for pod in await flow.pods_of(flow.low):
+                if PROGRESS.findall(flow.log(pod)):
+                    first.setdefault(_index(pod), pod)
+            return len(first) == 2
+
+        await flow.until(both_running, "both indexes running")
+
+        # 1. kube-scheduler preempts one index for a pod outside Kueue.
+        urgent = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": flow.high, "namespace": namespace},
+            "spec": flow.pod_spec(priority=f"high-{flow.tag}", steps=5, save_seconds=0.2),
+        }
+        await admin.create(resources.PODS, urgent, namespace=namespace)
+
+        async def urgent_done() -> bool:
+            pod = await admin.get(resources.PODS, flow.high, namespace=namespace)
+            return (pod.get("status") or {}).get("phase") == "Succeeded"
+
+        await flow.until(urgent_done, "the urgent pod Succeeded")
+        (partial,) = await flow.checkpoints()
+        (victim_member,) = partial.spec.members
+        hit = next(i for i, p in first.items() if p["metadata"]["uid"] == victim_member.pod_uid)
+        kept = "1" if hit == "0" else "0"
+        assert victim_member.identity == f"index={hit}"
+        saved_hit = max(int(s) for s in PROGRESS.findall(flow.log(first[hit])))
+        second_hit = await flow.running_pod(
+            flow.low, min_step=saved_hit + 1, exclude={p["metadata"]["uid"] for p in first.values()}
+        )
+        assert _index(second_hit) == hit
+        assert f"RESTORED step={saved_hit} " in flow.log(second_hit)
+        assert _restore_member(second_hit) == f"index={hit}"
+
+        # 2. Kueue evicts the whole Workload for a 2-GPU Job: one set of both identities.
+        running = {hit: second_hit, kept: first[kept]}
+        high = flow.job(f"{flow.high}-job", priority=f"high-{flow.tag}", steps=5, pods=2)
+        await admin.create(resources.JOBS, high, namespace=namespace)
+
+        async def high_complete() -> bool:
+            job = await admin.get(resources.JOBS, f"{flow.high}-job", namespace=namespace)
+            return cluster.job_condition("Complete")(job)
+
+        await flow.until(high_complete, "the high-priority Job Complete")
+        whole = [cp for cp in await flow.checkpoints() if cp.name != partial.name]
+        (evicted,) = whole
+        assert evicted.status.phase is checkpoint.Phase.SUCCEEDED, evicted.status
+        assert sorted(m.identity for m in evicted.spec.members) == ["index=0", "index=1"]
+        saved = {
+            index: max(int(s) for s in PROGRESS.findall(flow.log(pod)))
+            for index, pod in running.items()
+        }
+
+        # 3. Readmission: each index restores its own member of the newest set.
+        seen = {p["metadata"]["uid"] for p in [*first.values(), second_hit]}
+        for index in ("0", "1"):
+            successor: Obj = {}
+
+            async def restored(index: str = index, successor: Obj = successor) -> bool:
+                for pod in await flow.pods_of(flow.low):
+                    if pod["metadata"]["uid"] in seen or _index(pod) != index:
+                        continue
+                    if f"RESTORED step={saved[index]} " in flow.log(pod):
+                        successor.update(pod)
+                        return True
+                return False
+
+            await flow.until(restored, f"index {index} restored from step {saved[index]}")
+            pod = await admin.get(
+                resources.PODS, successor["metadata"]["name"], namespace=namespace
+            )
+            assert pod["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == evicted.name
+            assert _restore_member(pod) == f"index={index}"
+        job = await admin.get(resources.JOBS, flow.low, namespace=namespace)
+        assert not (job.get("status") or {}).get("failed"), job["status"]
