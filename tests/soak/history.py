@@ -72,6 +72,9 @@ class Pod:
     identity: str
     plumbed: bool
     """Created with the lineage annotation (the webhook plumbed it)."""
+    planned: str
+    """What the webhook wrote at its CREATE: ``restore-from=<set>`` (``+wait`` when gated for
+    the set's verdict) or ``cold: <reason>``."""
     last: Obj
     deletion_deadline: float = 0.0
     """The latest ``deletionTimestamp`` seen, in seconds since the epoch."""
@@ -130,6 +133,7 @@ class Record:
                 ),
                 identity=f"index={index}" if index is not None else "",
                 plumbed=keys.LINEAGE_ANNOTATION in annotations,
+                planned=_planned(event.obj),
                 last=event.obj,
             )
             self.pods[uid] = pod
@@ -217,6 +221,16 @@ class History(Record):
         while True:
             await self.settle()
             await asyncio.sleep(0.02)
+
+
+def _planned(pod: Obj) -> str:
+    annotations = pod["metadata"].get("annotations") or {}
+    source = annotations.get(keys.RESTORE_FROM_ANNOTATION)
+    if source:
+        gates = (pod.get("spec") or {}).get("schedulingGates") or []
+        gated = any(g.get("name") == keys.SET_VERDICT_GATE for g in gates)
+        return f"restore-from={source}{'+wait' if gated else ''}"
+    return f"cold: {annotations.get(keys.COLD_START_REASON_ANNOTATION, '?')}"
 
 
 def _identity(member: Obj) -> str:

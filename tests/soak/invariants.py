@@ -184,7 +184,7 @@ def check_restores(
                     LATE_PLAN,
                     f"{who} created at r{pod.added} restored {seen.restored_from or 'nothing'}, "
                     f"the rule gives {want or 'a cold start'} (what it gave before "
-                    f"r{pod.added}: a plan from an older view)",
+                    f"r{pod.added}: a plan from an older view; the webhook wrote {pod.planned})",
                 )
             )
         elif want != seen.restored_from:
@@ -192,7 +192,7 @@ def check_restores(
                 Violation(
                     "restores-the-planned-member",
                     f"{who} created at r{pod.added} restored {seen.restored_from or 'nothing'}, "
-                    f"the rule gives {want or 'a cold start'}",
+                    f"the rule gives {want or 'a cold start'}; the webhook wrote {pod.planned}",
                 )
             )
     return found

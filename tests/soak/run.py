@@ -204,7 +204,25 @@ class Runner:
             await asyncio.sleep(0.1)
         late = invariants.Violation("never-blocked", f"{what} not within {within:.0f} s")
         self.report.add([late])
+        await self.diagnose()
         return False
+
+    async def diagnose(self) -> None:
+        """What a blocked round looked like: the Job's and its Workload's conditions."""
+        with contextlib.suppress(errors.ApiError):
+            job = await self.s.admin.get(resources.JOBS, JOB, namespace=stack.NS)
+            self.report.notes.append(f"blocked: Job {JOB} status {job.get('status')}")
+            listed = await self.s.admin.list(resources.WORKLOADS, namespace=stack.NS)
+            for wl in listed["items"]:
+                owners = [o.get("name") for o in wl["metadata"].get("ownerReferences") or []]
+                if JOB in owners:
+                    conditions = [
+                        (c.get("type"), c.get("status"), c.get("reason"))
+                        for c in (wl.get("status") or {}).get("conditions") or []
+                    ]
+                    self.report.notes.append(
+                        f"blocked: Workload {wl['metadata']['name']} {conditions}"
+                    )
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -468,7 +486,7 @@ class Runner:
         self.report.add(invariants.check_retention(self.record, before=finishing))
         self.report.pods = len(outcomes)
         self.report.trace = [
-            f"pod {p.name} {p.identity} r{p.added} plumbed={p.plumbed} "
+            f"pod {p.name} {p.identity} r{p.added} {p.planned} "
             f"-> {outcomes[p.uid].restored_from or 'cold'} step {outcomes[p.uid].restored_step}"
             f" saved {outcomes[p.uid].saved_step}"
             for p in sorted(self.record.pods.values(), key=lambda p: p.added)
