@@ -4,7 +4,8 @@ Markers (``pytest -m "not slow"`` is the fast inner loop; docs/testing.md):
 
 - ``demo``: runs the demo (tests/integration/demo/);
 - ``e2e``: a whole emulated cluster end to end (tests/integration/cluster/, the bridge's
-  tests/integration/bridge/test_end_to_end.py) or a real control plane (tests/realcp/);
+  tests/integration/bridge/test_end_to_end.py, the short fault soak tests/soak/test_soak.py) or
+  a real control plane (tests/realcp/);
 - ``slow``: every ``demo`` and ``e2e`` test, and any test marked so by hand.
 """
 
@@ -18,7 +19,12 @@ import pytest
 
 HERE = Path(__file__).parent
 DEMO = ("integration/demo/",)
-E2E = ("integration/cluster/", "integration/bridge/test_end_to_end.py", "realcp/")
+E2E = (
+    "integration/cluster/",
+    "integration/bridge/test_end_to_end.py",
+    "realcp/",
+    "soak/test_soak.py",
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
