@@ -24,6 +24,13 @@ Rules, per identity (docs/api.md, "Restore"):
   init-container waits for the member's directory and, if it fails, uses ``fallback`` (what the
   plan would pick without the awaited set). Under ``coupled`` a member saved in a set still
   saving is also waited for: the set's verdict is not known yet.
+- *Unknown but verifiable*: a member ``Unreported`` (no final status ever came: a lost kubelet,
+  a partitioned node, a pod removed before it reported) may have saved. Met before any usable
+  set, it is offered like an awaited one with no wait (:attr:`Plan.verify_only`): the restore
+  init-container uses its directory only if the directory is complete and verifies (it was
+  written data first, manifest last: kontinue/checkpoint_format.py), else the fallback. Not
+  under ``coupled`` when the set has other members: a pod can verify only its own directory,
+  and its siblings would restore from the older set (half and half).
 - A set whose ``status.failedRestores`` reached ``restore.attemptsBeforeFallback`` is passed
   over; so is one incompatible with the pod per ``spec.compatibility`` (GPU product and CUDA
   driver major are node properties: usable when a Ready, schedulable node carries both, and
@@ -79,6 +86,9 @@ class Plan:
     node_labels: dict[str, str] = dataclasses.field(default_factory=dict)
     passed_over: list[str] = dataclasses.field(default_factory=list)
     """Names of newer sets passed over (failed restores, incompatible, failed), newest first."""
+    verify_only: bool = False
+    """``wait_for`` is an ``Unreported`` member: its directory is final (nothing is writing it
+    any more), so the restore checks it once instead of waiting for it."""
 
     @property
     def cold_start(self) -> bool:
@@ -98,7 +108,7 @@ class Plan:
         awaited = self.wait_for
         if awaited is None or self.rule is not Consistency.COUPLED:
             return False
-        return any(m.pod_uid != awaited.member.pod_uid for m in awaited.checkpoint.spec.members)
+        return _has_siblings(awaited.checkpoint, awaited.member)
 
     @property
     def checkpoint_name(self) -> str:
@@ -223,6 +233,20 @@ def _rule(rule: Consistency, wanted: str) -> str:
     return f"{rule.value}: member {wanted}: "
 
 
+def _has_siblings(cp: checkpoint.Checkpoint, member: checkpoint.Member) -> bool:
+    return any(m.pod_uid != member.pod_uid for m in cp.spec.members)
+
+
+def _awaiting(source: Source, verify_only: bool) -> str:
+    if verify_only:
+        return (
+            f"restore from {source.name} (member Unreported: no final status came) if its "
+            "directory is complete and verifies"
+        )
+    phase = source.checkpoint.status.phase.value
+    return f"wait for {source.name} ({phase}) to finish saving, then restore from it"
+
+
 def _passed_over(notes: list[str]) -> str:
     return "; passed over " + "; ".join(notes) if notes else ""
 
@@ -266,6 +290,7 @@ def plan(
     notes: list[str] = []
     wait_for: Source | None = None
     wait_labels: dict[str, str] = {}
+    verify_only = False
     covering_seen = False
     for cp in own:
         member = member_of(cp, wanted)
@@ -295,6 +320,28 @@ def plan(
                 skipped.append(cp.name)
                 notes.append(f"{cp.name}: {why}")
             continue
+        if state is checkpoint.MemberState.UNREPORTED and wait_for is None:
+            if rule is Consistency.COUPLED and _has_siblings(cp, member):
+                notes.append(f"{cp.name}: {wanted} unreported (coupled: siblings cannot verify)")
+                continue
+            path = member_dir(cp, member, policy=policy)
+            why = None
+            if cp.status.failed_restores >= attempts:
+                why = f"{cp.status.failed_restores} failed restores"
+            if why is None:
+                why, labels = _outside(path, owner, policy) or compatibility.mismatch(
+                    cp,
+                    policy=policy,
+                    pod_fingerprint=pod_fingerprint,
+                    nodes=node_list,
+                    pinned=pinned,
+                )
+            if why is None:
+                wait_for, wait_labels, verify_only = Source(cp, member, path), labels, True
+            else:
+                skipped.append(cp.name)
+                notes.append(f"{cp.name}: {why}")
+            continue
         if _unusable(cp, state, rule, wanted) is not None:
             continue  # a failed member, or a failed set under coupled: never restored from
         why = None
@@ -319,13 +366,13 @@ def plan(
             return Plan(
                 wanted,
                 rule,
-                f"{_rule(rule, wanted)}wait for {wait_for.name} "
-                f"({wait_for.checkpoint.status.phase.value}) to finish saving, then restore "
-                f"from it; if it fails, from {cp.name}" + _passed_over(notes),
+                f"{_rule(rule, wanted)}{_awaiting(wait_for, verify_only)}; if it fails, from "
+                f"{cp.name}" + _passed_over(notes),
                 source=source,
                 wait_for=wait_for,
                 node_labels=labels,
                 passed_over=skipped,
+                verify_only=verify_only,
             )
         reason = f"{_rule(rule, wanted)}restore from {cp.name} (triggered {_when(cp)} by {_by(cp)})"
         return Plan(
@@ -341,13 +388,12 @@ def plan(
         return Plan(
             wanted,
             rule,
-            f"{_rule(rule, wanted)}wait for {wait_for.name} "
-            f"({wait_for.checkpoint.status.phase.value}) to "
-            "finish saving, then restore from it; no older checkpoint to fall back to"
-            + _passed_over(notes),
+            f"{_rule(rule, wanted)}{_awaiting(wait_for, verify_only)}; no older checkpoint to "
+            "fall back to" + _passed_over(notes),
             wait_for=wait_for,
             node_labels=wait_labels,
             passed_over=skipped,
+            verify_only=verify_only,
         )
     if not covering_seen:
         return Plan(wanted, rule, f"no checkpoint of {owner.key} holds member {wanted}")

@@ -347,7 +347,7 @@ class Metrics:
                 start=_told_at(pods.get(result.pod_name)) or _time(result.started_at),
                 end=_time(result.finished_at),
                 attributes=attributes,
-                error=result.reason if result.state is checkpoint.MemberState.FAILED else None,
+                error=None if result.state.good else result.reason,
             )
 
     def _restore_span(self, pod: core.Pod, source: checkpoint.Checkpoint, outcome: Outcome) -> None:

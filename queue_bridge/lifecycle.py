@@ -14,8 +14,13 @@ with the reason recorded:
   *complete* its Job (tests/fixtures/cluster/job-accounting.md);
 - a missing, multi-line or malformed message, or one without the marker (``FallbackToLogsOnError``
   puts a log tail there);
-- finished after the deletion deadline (``deletionTimestamp`` is the end of the grace period);
-- gone before its result was recorded.
+- finished after the deletion deadline (``deletionTimestamp`` is the end of the grace period).
+
+A member whose pod is gone before its result was recorded, or (queue_bridge/reconciling.py)
+still Terminating past its deadline, is ``Unreported``: no final status came, so whether it
+saved is unknown. The set ends ``Failed`` so the cluster moves on, but the member's directory is
+still offered to the next pod of its identity, which restores from it only if it verifies
+(kontinue/restore_plan.py, "unknown but verifiable").
 
 A member whose pod never started its main container (unscheduled, gated, pulling its image, or
 still in its init containers such as the restore) saved nothing and changed nothing: it is
@@ -27,8 +32,8 @@ Shapes follow the kubelet recordings (tests/fixtures/bridge/kubelet-*.json): the
 copied verbatim, with no trailing newline added; a container that wrote nothing has no
 ``message``; times have second resolution.
 
-One exception, :func:`late_status`: a ``Failed`` set whose members failed only for want of a
-report is upgraded when the reports arrive late and show saves inside the grace period.
+One exception, :func:`late_status`: a ``Failed`` set whose members are ``Unreported`` is
+upgraded when the reports arrive late and show saves inside the grace period.
 
 The set's phase only moves forward: ``Pending`` (no member told to stop yet) -> ``InProgress``
 (any member terminating or done) -> ``Succeeded`` (every member saved or carried forward) |
@@ -51,6 +56,7 @@ MemberResult = checkpoint.MemberResult
 S = checkpoint.MemberState
 SIGKILL_EXIT = 137
 EXPECTED_EXIT = 143
+NO_REPORT = "no final container status from the kubelet"
 GRACE_TOLERANCE = datetime.timedelta(seconds=1)
 """``deletionTimestamp`` and ``finishedAt`` are truncated to seconds by different clocks."""
 
@@ -257,8 +263,8 @@ def next_status(
     ``pods``: the caller's (synced) cache view; members are matched by UID, so a pod that
     reuses a member's name is not that member. A member's result, once terminal, is never
     recomputed (the pod may be gone after its finalizer is removed). A member whose pod is
-    absent before its result was recorded failed ("pod gone") — the finalizer exists to
-    prevent exactly that. A terminal or ``Expired`` status is returned unchanged.
+    absent before its result was recorded is ``Unreported`` ("pod gone") — the finalizer exists
+    to prevent exactly that. A terminal or ``Expired`` status is returned unchanged.
 
     ``now`` stamps the ``Saved`` condition when the set turns terminal (default: the latest
     member finish time, so the function stays pure).
@@ -281,8 +287,8 @@ def next_status(
             results.append(
                 checkpoint.MemberResult(
                     pod_name=member.pod_name,
-                    state=checkpoint.MemberState.FAILED,
-                    reason="pod gone before its result was recorded",
+                    state=checkpoint.MemberState.UNREPORTED,
+                    reason=f"pod gone before its result was recorded: {NO_REPORT}",
                     path=path,
                 )
             )
@@ -304,10 +310,11 @@ def next_status(
             default=cp.spec.trigger.time,
         )
         saved = new_phase is checkpoint.Phase.SUCCEEDED
+        failed = any(r.state is S.FAILED for r in results)
         condition = base.Condition(
             type=keys.CONDITION_SAVED,
             status="True" if saved else "False",
-            reason="AllMembersSaved" if saved else "MemberFailed",
+            reason="AllMembersSaved" if saved else "MemberFailed" if failed else "MemberUnreported",
             message=str(update["message"]),
             last_transition_time=stamp,
         )
@@ -324,8 +331,9 @@ def late_status(
 ) -> checkpoint.CheckpointStatus | None:
     """A ``Failed`` set upgraded by final statuses that came late, else ``None``.
 
-    A member failed for want of a report (no exit code recorded: its kubelet was lost, the node
-    partitioned, the deadline passed) is judged again when its pod's final status does arrive:
+    An ``Unreported`` member (no final status by its deadline: its kubelet was lost, the node
+    partitioned; also ``Failed`` without an exit code, as such members were recorded before
+    ``Unreported`` existed) is judged again when its pod's final status does arrive:
     a save that finished inside its grace period (the rules of :func:`member_result`, the
     deletion deadline included) makes it ``Saved``, and the set ``Succeeded`` once every member
     is good. Never when ``superseded`` (a newer set of the lineage exists: its state is later)
@@ -341,7 +349,10 @@ def late_status(
     changed = False
     for result in current.members:
         pod = by_uid.get(uids.get(result.pod_name, ""))
-        if result.state is S.FAILED and result.exit_code is None and pod is not None:
+        unreported = result.state is S.UNREPORTED or (
+            result.state is S.FAILED and result.exit_code is None
+        )
+        if unreported and pod is not None:
             late = member_result(pod, container=None, path=result.path)
             if late.state is S.SAVED:
                 reason = f"{late.reason}; {LATE_REPORT}"
@@ -381,5 +392,14 @@ def _summary(result: checkpoint.Phase, members: list[checkpoint.MemberResult]) -
             return f"{len(members)}/{len(members)} members saved{size}"
         return f"{len(saved)}/{len(members)} members saved{size}, {carried} carried forward"
     failed = [m for m in members if m.state is checkpoint.MemberState.FAILED]
-    detail = "; ".join(f"{m.pod_name}: {m.reason}" for m in failed)
-    return f"{len(failed)}/{len(members)} members failed: {detail}"
+    unreported = [m for m in members if m.state is checkpoint.MemberState.UNREPORTED]
+    parts = []
+    if failed:
+        parts.append(f"{len(failed)}/{len(members)} members failed")
+    if unreported:
+        parts.append(
+            f"{len(unreported)}/{len(members)} unreported (restored from only if its "
+            "directory verifies)"
+        )
+    detail = "; ".join(f"{m.pod_name}: {m.reason}" for m in [*failed, *unreported])
+    return f"{', '.join(parts)}: {detail}"

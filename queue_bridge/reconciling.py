@@ -44,6 +44,7 @@ _TERMINAL_MEMBER = (
     checkpoint.MemberState.SAVED,
     checkpoint.MemberState.FAILED,
     checkpoint.MemberState.CARRIED_FORWARD,
+    checkpoint.MemberState.UNREPORTED,
 )
 
 
@@ -245,19 +246,23 @@ def _overdue(
     now: datetime.datetime,
     margin: float,
     pending_timeout: float,
-) -> str | None:
+) -> tuple[checkpoint.MemberState, str] | None:
+    """The state and reason of a member past its deadline, else ``None``. One told to stop that
+    never reported is ``Unreported`` (it may have saved); one never told to stop ``Failed``."""
     if pod is None:
         return None  # lifecycle records "pod gone"
     deleted = pod.metadata.deletion_timestamp
     if deleted is not None:
         if now >= deleted + _seconds(margin):
-            return (
+            return checkpoint.MemberState.UNREPORTED, (
                 f"still Terminating {margin:g}s after its grace period ended at "
-                f"{base.format_time(deleted)}: no final container status from the kubelet"
+                f"{base.format_time(deleted)}: {lifecycle.NO_REPORT}"
             )
         return None
     if now >= trigger_time + _seconds(pending_timeout):
-        return f"never told to stop within {pending_timeout:g}s of the eviction"
+        return checkpoint.MemberState.FAILED, (
+            f"never told to stop within {pending_timeout:g}s of the eviction"
+        )
     return None
 
 
@@ -291,9 +296,8 @@ def next_status(
                 pending_timeout=pending_timeout,
             )
             if why is not None:
-                result = result.model_copy(
-                    update={"state": checkpoint.MemberState.FAILED, "reason": why}
-                )
+                state, reason = why
+                result = result.model_copy(update={"state": state, "reason": reason})
                 changed = True
         members.append(result)
     if not changed:

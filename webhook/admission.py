@@ -54,6 +54,7 @@ def _rendered(plan: restore_plan.Plan) -> plumbing.Restore | None:
         node_labels=dict(plan.node_labels),
         gated=plan.await_verdict,
         member=plan.identity,
+        wait_seconds=0 if plan.verify_only else None,
     )
 
 

@@ -100,6 +100,10 @@ class Restore:
     member: str = ""
     """The identity whose member is restored (``Plan.identity``: the pod's own, or rank 0's
     under ``shared``); the restore container checks the manifest against it."""
+    wait_seconds: int | None = None
+    """How long the restore waits for ``wait_for``; ``None``: the policy's
+    ``restore.waitForSavingSeconds``. 0 for an ``Unreported`` member (``Plan.verify_only``):
+    its directory is final, checked once."""
 
     @property
     def annotation(self) -> str:
@@ -220,7 +224,11 @@ def _init_container(
         checkpoint_dir=checkpoint_dir, member=member, restore_member=restore.member or member
     )
     wait_for = restore.wait_for
-    wait_seconds = str(policy.spec.restore.wait_for_saving_seconds)
+    wait_seconds = str(
+        policy.spec.restore.wait_for_saving_seconds
+        if restore.wait_seconds is None
+        else restore.wait_seconds
+    )
     if restore.gated:
         # Read when the container starts, after the bridge wrote its verdict and ungated the
         # pod; expanded into the two variables below, which the kubelet resolves from earlier

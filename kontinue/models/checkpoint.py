@@ -108,10 +108,21 @@ class MemberState(enum.StrEnum):
     CARRIED_FORWARD = "CarriedForward"
     """The pod never started its main container: it saved nothing and changed nothing, so its
     identity's state is what it restored (or would have restored) from, in an older set."""
+    UNREPORTED = "Unreported"
+    """No final status ever came for the pod (its kubelet was lost, the node partitioned, the
+    pod was removed before it reported): whether it saved is unknown. Not good for the set (it
+    ends ``Failed`` so the cluster moves on), but the member's directory is still offered to
+    the next pod of its identity, which uses it only if it verifies (kontinue/restore_plan.py);
+    a late report re-judges it (queue_bridge/lifecycle.py ``late_status``)."""
 
     @property
     def terminal(self) -> bool:
-        return self in (MemberState.SAVED, MemberState.FAILED, MemberState.CARRIED_FORWARD)
+        return self in (
+            MemberState.SAVED,
+            MemberState.FAILED,
+            MemberState.CARRIED_FORWARD,
+            MemberState.UNREPORTED,
+        )
 
     @property
     def good(self) -> bool:

@@ -21,6 +21,7 @@ SAVED = checkpoint.MemberState.SAVED
 FAILED = checkpoint.MemberState.FAILED
 SAVING = checkpoint.MemberState.SAVING
 CARRIED = checkpoint.MemberState.CARRIED_FORWARD
+UNREPORTED = checkpoint.MemberState.UNREPORTED
 
 
 def _set(
@@ -364,3 +365,80 @@ def test_a_set_recording_a_directory_outside_the_lineage_is_passed_over() -> Non
     result = _plan([WHOLE, stray], "index=0")
     assert _from(result) == ("whole", "whole-uid-0")
     assert "outside lineage" in result.reason
+
+
+# --- unknown but verifiable (issue 20 item 2) ------------------------------------------------
+
+
+def test_an_unreported_member_is_offered_for_verification_with_the_older_set_as_fallback() -> None:
+    """Its kubelet was lost: the set is Failed, but the member's directory may be complete. The
+    pod is told to check it once (no wait) and to fall back to the older good set."""
+    lost = _set("lost", 3, {"index=0": UNREPORTED})
+    assert lost.status.phase is checkpoint.Phase.FAILED
+    for rule in ("coupled", "independent", "shared"):
+        result = _plan([WHOLE, lost], "index=0", rule)
+        assert result.verify_only, rule
+        assert result.wait_for is not None
+        assert (result.wait_for.name, result.wait_for.member.pod_uid) == ("lost", "lost-uid-0")
+        assert result.source is not None
+        assert (result.source.name, result.source.member.pod_uid) == ("whole", "whole-uid-0")
+        assert not result.await_verdict  # nothing to gate: one member, its own directory
+        assert "restore from lost (member Unreported: no final status came) if its directory" in (
+            result.reason
+        )
+        assert result.reason.endswith("if it fails, from whole"), result.reason
+    alone = _plan([lost], "index=0")
+    assert alone.verify_only
+    assert alone.source is None
+    assert alone.wait_for is not None
+    assert "no older checkpoint to fall back to" in alone.reason
+
+
+def test_a_coupled_set_with_siblings_never_offers_its_unreported_member() -> None:
+    """A pod can verify only its own directory; its siblings restore from the older whole set,
+    so trusting the unreported member would resume half the workload from each."""
+    lost = _set("lost", 3, {"index=0": SAVED, "index=1": UNREPORTED})
+    for who in ("index=0", "index=1"):
+        result = _plan([WHOLE, lost], who)
+        assert not result.verify_only
+        assert _from(result) == ("whole", f"whole-uid-{who[-1]}")
+    assert (
+        "index=1 unreported (coupled: siblings cannot verify)"
+        in _plan([WHOLE, lost], "index=1").reason
+    )
+    independent = _plan([WHOLE, lost], "index=1", "independent")
+    assert independent.verify_only
+    assert independent.wait_for is not None
+    assert independent.wait_for.member.pod_uid == "lost-uid-1"
+    assert _from(_plan([WHOLE, lost], "index=0", "independent")) == ("lost", "lost-uid-0")
+
+
+def test_a_newer_set_still_saving_is_awaited_rather_than_an_older_unreported_one() -> None:
+    lost = _set("lost", 3, {"index=0": UNREPORTED})
+    saving = _set("saving", 5, {"index=0": SAVING})
+    result = _plan([WHOLE, lost, saving], "index=0")
+    assert result.wait_for is not None
+    assert result.wait_for.name == "saving"
+    assert not result.verify_only
+    assert result.source is not None
+    assert result.source.name == "whole"
+
+
+def test_a_newer_good_set_wins_over_an_older_unreported_one() -> None:
+    lost = _set("lost", 1, {"index=0": UNREPORTED})
+    newer = _set("newer", 3, {"index=0": SAVED})
+    assert _from(_plan([lost, newer], "index=0")) == ("newer", "newer-uid-0")
+
+
+def test_retention_keeps_an_unreported_set_while_it_is_offered() -> None:
+    lost = _set("lost", 3, {"index=0": UNREPORTED})
+    needed = restore_plan.needed([WHOLE, lost], owner=OWNER, policy=_policy())
+    assert needed == {"lost": ["index=0"], "whole": ["index=0", "index=1"]}
+
+
+def test_verdict_never_restores_an_unreported_sibling() -> None:
+    lost = _set("lost", 3, {"index=0": SAVED, "index=1": UNREPORTED})
+    for who in ("index=0", "index=1"):
+        decided = restore_plan.verdict(lost, identity=who, policy=_policy())
+        assert decided.ready
+        assert decided.member == restore_plan.NOT_RESTORABLE

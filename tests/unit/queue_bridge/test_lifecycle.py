@@ -368,18 +368,28 @@ def test_next_status_keeps_recorded_results_once_pods_are_gone() -> None:
     assert status.members[0] == first.members[0]
 
 
-def test_next_status_pod_gone_unrecorded_fails() -> None:
+def test_next_status_pod_gone_unrecorded_is_unreported_and_fails_the_set() -> None:
+    """Its finalizer was removed before it reported: whether it saved is unknown (Unreported),
+    the set ends Failed so the cluster moves on, and says so."""
     a, b = pod_from("kubelet-sigterm-saved"), second("kubelet-sigterm-saved")
     status = lifecycle.next_status(checkpoint_of([a, b]), [a])
     assert status.phase is checkpoint.Phase.FAILED
-    assert status.members[1].reason == "pod gone before its result was recorded"
+    assert status.members[1].state is S.UNREPORTED
+    assert status.members[1].reason == (
+        f"pod gone before its result was recorded: {lifecycle.NO_REPORT}"
+    )
+    assert (status.message or "").startswith(
+        "1/2 unreported (restored from only if its directory verifies): "
+    )
+    saved = next(c for c in status.conditions if c.type == keys.CONDITION_SAVED)
+    assert (saved.status, saved.reason) == ("False", "MemberUnreported")
 
 
 def test_next_status_matches_members_by_uid_not_name() -> None:
     a = pod_from("kubelet-sigterm-saved")
     impostor = pod_from("kubelet-sigterm-saved", lambda d: d["metadata"].update(uid="new-uid"))
     status = lifecycle.next_status(checkpoint_of([a]), [impostor])
-    assert status.members[0].state is S.FAILED
+    assert status.members[0].state is S.UNREPORTED  # the member pod itself is gone
 
 
 @pytest.mark.parametrize("phase", ["Succeeded", "Failed", "Expired"])
@@ -536,16 +546,20 @@ def test_several_workload_containers_all_must_save() -> None:
 NO_REPORT = "still Terminating 30s after its grace period ended: no final container status"
 
 
-def _failed_for_want_of_a_report(pods: list[core.Pod], *others: Any) -> checkpoint.Checkpoint:
-    lost = checkpoint.MemberResult(pod_name=pods[0].name, state=S.FAILED, reason=NO_REPORT)
+def _failed_for_want_of_a_report(
+    pods: list[core.Pod], *others: Any, state: S = S.UNREPORTED
+) -> checkpoint.Checkpoint:
+    lost = checkpoint.MemberResult(pod_name=pods[0].name, state=state, reason=NO_REPORT)
     return checkpoint_of(pods, phase="Failed", members=[lost, *others], message="1/1 failed")
 
 
-def test_a_save_reported_late_upgrades_the_set() -> None:
+@pytest.mark.parametrize("recorded", [S.UNREPORTED, S.FAILED], ids=["unreported", "legacy"])
+def test_a_save_reported_late_upgrades_the_set(recorded: S) -> None:
     """The kubelet came back and reported exit 143 with the saved message, finished inside the
-    grace period: the member is Saved and the set Succeeded, saying why."""
+    grace period: the member is Saved and the set Succeeded, saying why. Members recorded
+    Failed without an exit code (before Unreported existed) are re-judged the same way."""
     pod = pod_from("kubelet-sigterm-saved")
-    cp = _failed_for_want_of_a_report([pod])
+    cp = _failed_for_want_of_a_report([pod], state=recorded)
 
     new = lifecycle.late_status(cp, [pod], superseded=False)
 

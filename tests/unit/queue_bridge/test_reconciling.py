@@ -17,7 +17,7 @@ import pytest
 from kontinue import keys, lineage
 from kontinue.models import base, checkpoint, core, kueue
 from kontinue.models import policy as policy_model
-from queue_bridge import job_safety, naming, reconciling
+from queue_bridge import job_safety, lifecycle, naming, reconciling
 from tests import fixtures
 
 Obj = dict[str, Any]
@@ -240,7 +240,7 @@ def _terminating(pod: core.Pod) -> core.Pod:
         (30.0, "Failed", "still Terminating 30s after its grace period ended"),
     ],
 )
-def test_a_member_stuck_terminating_fails_after_the_margin(
+def test_a_member_stuck_terminating_is_unreported_after_the_margin(
     offset: float, phase: str, reason: str | None
 ) -> None:
     pod = _terminating(_pod())
@@ -256,6 +256,9 @@ def test_a_member_stuck_terminating_fails_after_the_margin(
     assert status.phase.value == phase
     member = status.members[0]
     assert (member.reason or "").startswith(reason or "") if reason else member.reason is None
+    if reason:  # its kubelet never reported: whether it saved is unknown, not a failure
+        assert member.state is checkpoint.MemberState.UNREPORTED
+        assert (member.reason or "").endswith(lifecycle.NO_REPORT)
     deadline = reconciling.next_deadline(cp, [pod], margin=30, pending_timeout=600)
     assert deadline == T0 + datetime.timedelta(seconds=30)
 
