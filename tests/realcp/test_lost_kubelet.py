@@ -13,92 +13,38 @@ Job counting a failure. The timeline is docs/troubleshooting.md's.
 
 from __future__ import annotations
 
-import datetime
 import json
-import secrets
 from typing import Any
 
 from kontinue import keys
 from kontinue.kube import api, resources
-from kontinue.models import base
 from queue_bridge import lifecycle
-from tests.realcp import objects, processes
+from tests.realcp import objects, processes, unserved_node
 
 Obj = dict[str, Any]
 GRACE = 2
 MARGIN = 3
 SAVED = json.dumps({"kontinue": "saved", "step": 33, "bytes": 4096})
-NODES = resources.NODES
-
-
-def _now() -> str:
-    return base.format_time(datetime.datetime.now(datetime.UTC).replace(microsecond=0))
 
 
 def _env(container: Obj) -> dict[str, Obj]:
     return {e["name"]: e for e in container.get("env") or []}
 
 
-async def _policy_queue(admin: api.Api, namespace: str) -> str:
-    """An opted-in queue whose policy allows a short grace period (the test's clock)."""
-    queue = await objects.queues(admin, namespace, opted_in=True)
-    name = f"lost-{secrets.token_hex(3)}"
-    await admin.create(
-        resources.CHECKPOINT_POLICIES,
-        {
-            "apiVersion": keys.API_VERSION,
-            "kind": "CheckpointPolicy",
-            "metadata": {"name": name},
-            "spec": {"minGracePeriodSeconds": 1},
-        },
-    )
-    await admin.merge_patch(
-        objects.CLUSTER_QUEUES, queue, {"metadata": {"labels": {keys.POLICY_LABEL: name}}}
-    )
-    return queue
-
-
-def _job(namespace: str, queue: str, node: str) -> Obj:
-    job = objects.job(namespace, queue)
-    job["spec"].update(parallelism=1, completions=1)
-    job["spec"].pop("completionMode")
-    spec = job["spec"]["template"]["spec"]
-    spec["nodeName"] = node  # bound, as the scheduler would: deletion is graceful
-    spec["terminationGracePeriodSeconds"] = GRACE
-    return job
-
-
-async def _write_status(admin: api.Api, pod: Obj, container_state: Obj, phase: str) -> None:
-    """What a kubelet writes: the pod's phase and its trainer's state."""
-    current = await admin.get(
-        resources.PODS, pod["metadata"]["name"], namespace=pod["metadata"]["namespace"]
-    )
-    status = current.setdefault("status", {})
-    status["phase"] = phase
-    status["containerStatuses"] = [
-        {
-            "name": "trainer",
-            "ready": phase == "Running",
-            "restartCount": 0,
-            "image": "registry.example/trainer:1",
-            "imageID": "",
-            "state": container_state,
-        }
-    ]
-    await admin.replace(resources.PODS, current, subresource="status")
-
-
 async def test_a_save_whose_kubelet_was_lost_is_offered_verified_then_upgraded_late(
     kontinue: processes.Installed, admin: api.Api, namespace: str
 ) -> None:
-    queue = await _policy_queue(admin, namespace)
+    queue = await unserved_node.short_grace_queue(admin, namespace)
     await objects.claim(admin, namespace)
-    node = f"lost-node-{secrets.token_hex(3)}"
-    await admin.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    node = await unserved_node.node(admin)
     bridge = processes.start_bridge(kontinue, KONTINUE_FINALIZER_MARGIN_SECONDS=str(MARGIN))
     kontinue.programs["bridge"] = bridge
     try:
-        job = await admin.create(resources.JOBS, _job(namespace, queue, node), namespace=namespace)
+        job = await admin.create(
+            resources.JOBS,
+            unserved_node.bound_job(namespace, queue, node, grace=GRACE),
+            namespace=namespace,
+        )
 
         async def plumbed() -> bool:
             pods = await objects.pods(admin, namespace)
@@ -109,8 +55,10 @@ async def test_a_save_whose_kubelet_was_lost_is_offered_verified_then_upgraded_l
         await objects.until(plumbed, "the pod created and plumbed", seconds=60)
         (pod,) = await objects.pods(admin, namespace)
         assert pod["spec"]["terminationGracePeriodSeconds"] == GRACE
-        started = _now()
-        await _write_status(admin, pod, {"running": {"startedAt": started}}, "Running")
+        started = unserved_node.now()
+        await unserved_node.write_status(
+            admin, pod, {"trainer": {"running": {"startedAt": started}}}, "Running"
+        )
         await objects.until(lambda: _ready(bridge), f"bridge ready\n{bridge.tail()}", seconds=60)
         await admin.evict(pod["metadata"]["name"], namespace=namespace)
 
@@ -177,16 +125,18 @@ async def test_a_save_whose_kubelet_was_lost_is_offered_verified_then_upgraded_l
 
         # The kubelet returns and reports the save: exit 143 with the saved message, finished
         # inside the grace period.
-        await _write_status(
+        await unserved_node.write_status(
             admin,
             pod,
             {
-                "terminated": {
-                    "exitCode": 143,
-                    "reason": "Error",
-                    "message": SAVED,
-                    "startedAt": started,
-                    "finishedAt": lost["metadata"]["deletionTimestamp"],
+                "trainer": {
+                    "terminated": {
+                        "exitCode": 143,
+                        "reason": "Error",
+                        "message": SAVED,
+                        "startedAt": started,
+                        "finishedAt": lost["metadata"]["deletionTimestamp"],
+                    }
                 }
             },
             "Failed",
@@ -221,7 +171,7 @@ async def test_a_save_whose_kubelet_was_lost_is_offered_verified_then_upgraded_l
         current = await admin.get(resources.JOBS, job["metadata"]["name"], namespace=namespace)
         assert not (current.get("status") or {}).get("failed"), current.get("status")
     finally:
-        await admin.delete(NODES, node)
+        await admin.delete(resources.NODES, node)
 
 
 async def _ready(program: processes.Program) -> bool:
