@@ -13,6 +13,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import pytest
+
 from kontinue import keys, lineage, restore_plan
 from kontinue.kube import api, resources
 from kontinue.models import base, checkpoint
@@ -69,6 +71,7 @@ def _set(
     }
 
 
+@pytest.mark.timeout(300)
 async def test_pods_wait_gated_for_a_saving_set_and_the_bridge_gives_the_verdict(
     kontinue: processes.Installed, admin: api.Api, namespace: str
 ) -> None:
@@ -157,7 +160,10 @@ async def test_pods_wait_gated_for_a_saving_set_and_the_bridge_gives_the_verdict
         pods = await objects.pods(admin, namespace)
         return len(pods) == 2 and not any(p["spec"].get("schedulingGates") for p in pods)
 
-    await objects.until(ungated, f"the bridge's verdict\n{bridge.tail()}", seconds=60)
+    try:  # a bridge starting on a loaded machine: imports, leader election, cache sync
+        await objects.until(ungated, "the bridge's verdict", seconds=120)
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\nbridge log:\n{bridge.tail()}") from None
     saving = await admin.get(resources.CHECKPOINTS, "saving", namespace=namespace)
     assert saving["status"]["phase"] == "Failed"
     for pod in await objects.pods(admin, namespace):
