@@ -2,9 +2,8 @@
 
 The pods are the recorded job-controller pod (tests/fixtures/webhook/admission/03-...) carrying
 the init containers of the pod a real kubelet v1.36.2 ran with an ordinary init container and a
-native sidecar (tests/fixtures/kubelet/manifests/06-init-and-native-sidecar.yaml, copied from
-the recordings in /work/shared/fixtures/kubelet; tests/fixtures/kubelet/RECORDING.md), in the
-recorded order and the other one.
+native sidecar (tests/fixtures/kubelet/manifests/06-init-and-native-sidecar.yaml; how it was
+recorded: tests/fixtures/kubelet/RECORDING.md), in the recorded order and the other one.
 """
 
 from __future__ import annotations
