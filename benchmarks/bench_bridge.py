@@ -531,7 +531,9 @@ async def reaction(filled: Filled, pid: int, args: argparse.Namespace) -> Obj:
 
 async def _spread(
     filled: Filled, names: list[str], interval: float, written: dict[str, float]
-) -> None:
+) -> list[float]:
+    """Evict ``names`` one every ``interval`` seconds; each eviction's write time in ms."""
+    write_ms: list[float] = []
     loop = asyncio.get_running_loop()
     start = loop.time()
     for i, name in enumerate(names):
@@ -540,6 +542,8 @@ async def _spread(
             await asyncio.sleep(delay)
         written[name] = time.perf_counter()
         await filled.evict(name)
+        write_ms.append((time.perf_counter() - written[name]) * 1000)
+    return write_ms
 
 
 async def _round(
@@ -551,17 +555,8 @@ async def _round(
     burst: list[str],
     interval: float,
 ) -> Obj:
-    write_ms: list[float] = []
     cpu_before = cpu_seconds(pid)
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    for i, name in enumerate(spread):
-        delay = start + i * interval - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        written[name] = time.perf_counter()
-        await filled.evict(name)
-        write_ms.append((time.perf_counter() - written[name]) * 1000)
+    write_ms = await _spread(filled, spread, interval, written)
     _note("spread written")
     await watcher.wait_for(spread, within=30)
     _note(f"spread seen: {sum(n in watcher.seen for n in spread)}/{len(spread)}")
