@@ -360,34 +360,4 @@ async def list_pages(
             return
 
 
-async def list_all(
-    api: Api,
-    resource: Resource,
-    *,
-    namespace: str | None,
-    label_selector: Mapping[str, str] | str | None,
-    field_selector: str | None,
-    page_size: int,
-    page_timeout: float,
-) -> tuple[builtins.list[Object], str, int]:
-    """Every page of one list (:func:`list_pages`): (items, the first page's resourceVersion,
-    page count)."""
-    items: builtins.list[Object] = []
-    version = ""
-    pages = 0
-    async for page, first in list_pages(
-        api,
-        resource,
-        namespace=namespace,
-        label_selector=label_selector,
-        field_selector=field_selector,
-        page_size=page_size,
-        page_timeout=page_timeout,
-    ):
-        pages += 1
-        items.extend(page)
-        version = first
-    return items, version, pages
-
-
 _CONFORMS: type[interface.Client] = Api  # mypy checks Api against the interface
