@@ -16,10 +16,10 @@ import dataclasses
 import datetime
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import Any
 
 from kontinue.kube import api as kube_api
-from kontinue.kube import resources, watching
+from kontinue.kube import events, resources, watching
 from kontinue.models import base, checkpoint
 from queue_bridge import caches as caches_module
 from queue_bridge import instruments, kinds, queueing, recording
@@ -30,7 +30,6 @@ log = logging.getLogger("kontinue.bridge")
 WRITE_VISIBLE_SECONDS = 5.0
 """How long a lineage's lock waits for the watch cache to show our own Checkpoint write."""
 Clock = Callable[[], datetime.datetime]
-EventType = Literal["Normal", "Warning"]
 
 
 def reference(obj: base.KubeObject, api_version: str, kind: str) -> dict[str, Any]:
@@ -69,8 +68,8 @@ class Context:
         default_factory=dict
     )
 
-    _outbox: collections.deque[tuple[dict[str, Any], str, str, EventType]] = dataclasses.field(
-        default_factory=collections.deque
+    _outbox: collections.deque[tuple[dict[str, Any], str, str, events.EventType]] = (
+        dataclasses.field(default_factory=collections.deque)
     )
     _sender: asyncio.Task[None] | None = None
 
