@@ -49,7 +49,7 @@ def after_restore(inits: Sequence[Mapping[str, Any]]) -> list[int]:
     """Indices of the user's init containers that run after the restore: those after the
     restore position (:func:`restore_index`), Kontinue's own container left out. None of them
     is a native sidecar, since the position is after the last one."""
-    others = [i for i, c in enumerate(inits) if not _ours(c)]
+    others = [i for i, c in enumerate(inits) if not is_restore(c)]
     start = restore_index([inits[i] for i in others])
     return others[start:]
 
@@ -64,5 +64,6 @@ def arrange(inits: Sequence[Obj], restore: Obj | None, *, drop: Callable[[Obj], 
     return [*kept[:at], restore, *kept[at:]]
 
 
-def _ours(container: Mapping[str, Any]) -> bool:
+def is_restore(container: Mapping[str, Any]) -> bool:
+    """Kontinue's restore init container (or the Job template's stand-in: the same name)."""
     return container.get("name") == keys.RESTORE_INIT_CONTAINER

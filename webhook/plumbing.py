@@ -198,10 +198,6 @@ def _read_only_view(
     return out
 
 
-def _named_restore(container: dict[str, Any]) -> bool:
-    return container.get("name") == keys.RESTORE_INIT_CONTAINER
-
-
 def _gate() -> Obj:
     return {"name": keys.SET_VERDICT_GATE}
 
@@ -481,7 +477,7 @@ def plumb_pod(
     arranged = init_order.arrange(
         inits or [],
         init,
-        drop=_named_restore if init is not None else restore_program.is_stand_in,
+        drop=init_order.is_restore if init is not None else restore_program.is_stand_in,
     )
     for j in init_order.after_restore(arranged):
         arranged[j] = _read_only_view(
