@@ -169,8 +169,8 @@ async def test_high_priority_vcjob_reclaims_gpus_and_the_victim_is_recreated(
     assert keys.VOLCANO_JOB_NAME_LABEL in again["metadata"]["labels"]
 
 
-async def _reclaimed(c: cluster.Cluster, low: str, high: str) -> None:
-    """A 4-GPU high-priority vcjob in ``prod`` reclaims ``low``'s GPUs and completes."""
+async def _reclaimed(c: cluster.Cluster, high: str) -> None:
+    """A 4-GPU high-priority vcjob ``high`` in ``prod`` reclaims the GPUs and completes."""
     admin = c.client()
     short = workloads.trainer_container(steps=3, rate=50, gpus=4)
     await admin.create(resources.VOLCANO_JOBS, vcjob(high, "prod", short, priority="high"))
@@ -222,7 +222,7 @@ async def test_podfailed_of_a_preempted_pod_comes_first_and_terminates_the_job_i
     job["spec"]["policies"].append({"event": "PodFailed", "action": "TerminateJob"})
     await c.client().create(resources.VOLCANO_JOBS, job)
     await _running_low(c, "low")
-    await _reclaimed(c, "low", "high")
+    await _reclaimed(c, "high")
     ended = await c.wait_for(resources.VOLCANO_JOBS, "low", NS, _phase_is("Terminated"), timeout=60)
     assert ended is not None
     assert int(ended["status"].get("retryCount") or 0) == 0  # never restarted
@@ -240,10 +240,10 @@ async def test_each_preemption_uses_a_retry_under_podevicted_restartjob_issue_25
     job["spec"]["maxRetry"] = 2
     await c.client().create(resources.VOLCANO_JOBS, job)
     first = await _running_low(c, "low")
-    await _reclaimed(c, "low", "high-a")
+    await _reclaimed(c, "high-a")
     second = await _running_low(c, "low", not_uid=first["metadata"]["uid"])
     assert second["metadata"]["annotations"]["volcano.sh/job-retry-count"] == "1"
-    await _reclaimed(c, "low", "high-b")
+    await _reclaimed(c, "high-b")
     failed = await c.wait_for(resources.VOLCANO_JOBS, "low", NS, _phase_is("Failed"), timeout=60)
     assert failed is not None
     assert failed["status"]["retryCount"] == 2
