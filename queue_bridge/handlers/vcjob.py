@@ -45,5 +45,5 @@ async def reconcile(ctx: context.Context, namespace: str, name: str) -> None:
     ctx.warned_jobs.add(job.metadata.uid)
     text = message(job)
     if text is not None:
-        raw = {**base.to_dict(job), "apiVersion": volcano.BATCH_API_VERSION, "kind": "Job"}
+        raw = context.reference(job, volcano.BATCH_API_VERSION, "Job")
         await ctx.event(raw, keys.EVENT_UNSAFE_VCJOB, text, "Warning")
