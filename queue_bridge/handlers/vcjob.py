@@ -40,7 +40,7 @@ async def reconcile(ctx: context.Context, namespace: str, name: str) -> None:
     decision = optin.volcano_queue_decision(job.spec.queue or "default", state=ctx.caches)
     if not decision.opted_in:
         return  # warned only once it opts in: the queue's change sweeps these keys
-    if job.metadata.annotation(keys.CHECKPOINT_OPT_OUT_ANNOTATION) == "false":
+    if optin.opted_out(optin.Marks.from_meta(job.metadata)):
         return
     ctx.warned_jobs.add(job.metadata.uid)
     text = message(job)
