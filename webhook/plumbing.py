@@ -299,35 +299,30 @@ def _affinity_ops(spec: Obj, required: dict[str, str]) -> tuple[list[review.Json
 
 def annotation_ops(meta: Obj, wanted: dict[str, str | None]) -> list[review.JsonPatchOp]:
     """Set (value) or remove (``None``) annotations; creates the map when absent."""
-    current: dict[str, str] = meta.get("annotations") or {}
+    return _map_ops(meta, "annotations", wanted)
+
+
+def label_ops(meta: Obj, wanted: dict[str, str]) -> list[review.JsonPatchOp]:
+    """Set labels; creates the map when absent."""
+    return _map_ops(meta, "labels", dict(wanted))
+
+
+def _map_ops(meta: Obj, field: str, wanted: dict[str, str | None]) -> list[review.JsonPatchOp]:
+    """Set (value) or remove (``None``) keys of the ``metadata.<field>`` map; creates it when
+    absent."""
+    current: dict[str, str] = meta.get(field) or {}
     ops: list[review.JsonPatchOp] = []
-    if "annotations" not in meta or meta["annotations"] is None:
+    if meta.get(field) is None:
         fresh = {k: v for k, v in wanted.items() if v is not None}
-        return [{"op": "add", "path": "/metadata/annotations", "value": fresh}] if fresh else []
+        return [{"op": "add", "path": f"/metadata/{field}", "value": fresh}] if fresh else []
     for key, value in wanted.items():
-        path = f"/metadata/annotations/{escape(key)}"
+        path = f"/metadata/{field}/{escape(key)}"
         if value is None:
             if key in current:
                 ops.append({"op": "remove", "path": path})
         elif current.get(key) != value:
             ops.append({"op": "replace" if key in current else "add", "path": path, "value": value})
     return ops
-
-
-def label_ops(meta: Obj, wanted: dict[str, str]) -> list[review.JsonPatchOp]:
-    """Set labels; creates the map when absent."""
-    current: dict[str, str] | None = meta.get("labels")
-    if current is None:
-        return [{"op": "add", "path": "/metadata/labels", "value": dict(wanted)}]
-    return [
-        {
-            "op": "replace" if k in current else "add",
-            "path": f"/metadata/labels/{escape(k)}",
-            "value": v,
-        }
-        for k, v in wanted.items()
-        if current.get(k) != v
-    ]
 
 
 def plumb_pod(
