@@ -292,6 +292,23 @@ def plan(
     wait_labels: dict[str, str] = {}
     verify_only = False
     covering_seen = False
+
+    def why_not(
+        cp: checkpoint.Checkpoint, path: str, *, retried: bool, also: dict[str, str] | None = None
+    ) -> tuple[str | None, dict[str, str]]:
+        """Why ``cp`` is passed over (``retried``: count its failed restores too), else
+        ``(None, node labels to require)``."""
+        if retried and cp.status.failed_restores >= attempts:
+            return f"{cp.status.failed_restores} failed restores", {}
+        return _outside(path, owner, policy) or compatibility.mismatch(
+            cp,
+            policy=policy,
+            pod_fingerprint=pod_fingerprint,
+            nodes=node_list,
+            also=also,
+            pinned=pinned,
+        )
+
     for cp in own:
         member = member_of(cp, wanted)
         if member is None:
@@ -311,9 +328,7 @@ def plan(
             if not first:
                 continue  # an older set still saving while a newer one is known: not awaited
             path = member_dir(cp, member, policy=policy)
-            why, labels = _outside(path, owner, policy) or compatibility.mismatch(
-                cp, policy=policy, pod_fingerprint=pod_fingerprint, nodes=node_list, pinned=pinned
-            )
+            why, labels = why_not(cp, path, retried=False)
             if why is None:
                 wait_for, wait_labels = Source(cp, member, path), labels
             else:
@@ -325,17 +340,7 @@ def plan(
                 notes.append(f"{cp.name}: {wanted} unreported (coupled: siblings cannot verify)")
                 continue
             path = member_dir(cp, member, policy=policy)
-            why = None
-            if cp.status.failed_restores >= attempts:
-                why = f"{cp.status.failed_restores} failed restores"
-            if why is None:
-                why, labels = _outside(path, owner, policy) or compatibility.mismatch(
-                    cp,
-                    policy=policy,
-                    pod_fingerprint=pod_fingerprint,
-                    nodes=node_list,
-                    pinned=pinned,
-                )
+            why, labels = why_not(cp, path, retried=True)
             if why is None:
                 wait_for, wait_labels, verify_only = Source(cp, member, path), labels, True
             else:
@@ -344,19 +349,8 @@ def plan(
             continue
         if _unusable(cp, state, rule, wanted) is not None:
             continue  # a failed member, or a failed set under coupled: never restored from
-        why = None
-        if cp.status.failed_restores >= attempts:
-            why = f"{cp.status.failed_restores} failed restores"
         path = member_dir(cp, member, policy=policy)
-        if why is None:
-            why, labels = _outside(path, owner, policy) or compatibility.mismatch(
-                cp,
-                policy=policy,
-                pod_fingerprint=pod_fingerprint,
-                nodes=node_list,
-                also=wait_labels,
-                pinned=pinned,
-            )
+        why, labels = why_not(cp, path, retried=True, also=wait_labels)
         if why is not None:
             skipped.append(cp.name)
             notes.append(f"{cp.name}: {why}")
