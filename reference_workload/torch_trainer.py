@@ -110,6 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             time.sleep(args.step_seconds)
             ck.step()  # kontinue
     print(f"DONE steps={sched.last_epoch} params={parameters_digest(model)}", flush=True)
+    if world > 1:
+        # Every rank done before any leaves: rank 0 hosts the rendezvous store, and a process
+        # that exits with the gloo group still up can abort in its destructors (exit -6 seen).
+        dist.barrier()
+        dist.destroy_process_group()
     return 0
 
 
