@@ -23,34 +23,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import socket
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from emulator import cluster, nodes
+from emulator.demo import install
 from emulator.kueue import controller as kueue_controller
 from kontinue import keys
-from kontinue.kube import api, cacheset, client, resources, watching
-from queue_bridge import app as bridge_app
+from kontinue.kube import api, cacheset, resources, watching
 from queue_bridge import settings as bridge_settings
-from webhook import __main__ as webhook_main
-from webhook import settings as webhook_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-SYSTEM = "kontinue-system"
-WEBHOOK_USER = f"system:serviceaccount:{SYSTEM}:kontinue-webhook"
-BRIDGE_USER = f"system:serviceaccount:{SYSTEM}:kontinue-bridge"
+SYSTEM = install.SYSTEM
 FAST = watching.Backoff(initial=0.05, factor=2.0, cap=0.5, jitter=0.5)
 
 Obj = dict[str, Any]
-
-
-def _documents(path: Path) -> list[Obj]:
-    with path.open() as stream:
-        return [doc for doc in yaml.load_all(stream, Loader=yaml.CSafeLoader) if doc]
 
 
 @dataclasses.dataclass
@@ -63,20 +51,6 @@ class Stack:
     @property
     def admin(self) -> Any:
         return self.cluster.client()
-
-
-async def _install_kontinue(c: cluster.Cluster, admin: Any) -> None:
-    for path in sorted((ROOT / "manifests" / "crds").glob("kontinue.dev_*.yaml")):
-        (crd,) = _documents(path)
-        c.api.install_crd(crd)
-    await admin.create(resources.NAMESPACES, {"metadata": {"name": SYSTEM}})
-    (secret,) = _documents(ROOT / "manifests" / "webhook" / "secret.yaml")
-    await admin.create(resources.SECRETS, secret)
-    for doc in _documents(ROOT / "manifests" / "webhook" / "webhooks.yaml"):
-        mutating = doc["kind"] == "MutatingWebhookConfiguration"
-        await admin.create(
-            resources.MUTATING_WEBHOOKS if mutating else resources.VALIDATING_WEBHOOKS, doc
-        )
 
 
 async def _eventually(check: Any, *, within: float, what: str) -> None:
@@ -128,51 +102,31 @@ async def running(
             async with queues:
                 yield Stack(c, with_kontinue=False)
             return
-        await _install_kontinue(c, admin)
-        hook_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        hook_sock.bind(("127.0.0.1", 0))
-        c.api.service_urls[(SYSTEM, "kontinue-webhook", 443)] = (
-            f"https://127.0.0.1:{hook_sock.getsockname()[1]}"
-        )
-        health_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        health_sock.bind(("127.0.0.1", 0))
-        hook_client = await client.api_client_from_dict(c.api.kubeconfig(WEBHOOK_USER))
-        bridge_client = await client.api_client_from_dict(c.api.kubeconfig(BRIDGE_USER))
+        await install.install(c.api)
         stop = asyncio.Event()
-        hook = asyncio.create_task(
-            webhook_main.serve(
-                webhook_settings.Settings(
-                    namespace=SYSTEM,
-                    image="ghcr.io/kontinue/kontinue:dev",
-                    queue_systems=systems,
-                    cert_poll_seconds=3600,
-                    drain_seconds=0,
-                ),
-                stop=stop,
-                api_client=hook_client,
-                sock=hook_sock,
-                cache_options=cacheset.CacheOptions(backoff=FAST),
-            ),
+        options = cacheset.CacheOptions(backoff=FAST)
+        hook = await install.start_webhook(
+            c.api,
+            install.webhook_config(systems, image="ghcr.io/kontinue/kontinue:dev"),
+            stop=stop,
+            cache_options=options,
             name="kontinue-webhook",
         )
-        bridge = asyncio.create_task(
-            bridge_app.run(
-                bridge_settings.Settings(
-                    namespace=SYSTEM,
-                    identity="kontinue-bridge-0",
-                    lease_duration_seconds=6,
-                    lease_renew_seconds=1.0,
-                    lease_deadline_seconds=4.0,
-                    finalizer_margin_seconds=5.0,
-                    settle_seconds=0.5,
-                    queue_systems=systems,
-                    admission_check=not volcano,
-                ),
-                stop=stop,
-                api_client=bridge_client,
-                sock=health_sock,
-                cache_options=cacheset.CacheOptions(backoff=FAST),
+        bridge = await install.start_bridge(
+            c.api,
+            bridge_settings.Settings(
+                namespace=SYSTEM,
+                identity="kontinue-bridge-0",
+                lease_duration_seconds=6,
+                lease_renew_seconds=1.0,
+                lease_deadline_seconds=4.0,
+                finalizer_margin_seconds=5.0,
+                settle_seconds=0.5,
+                queue_systems=systems,
+                admission_check=not volcano,
             ),
+            stop=stop,
+            cache_options=options,
             name="kontinue-bridge",
         )
         try:
@@ -180,24 +134,15 @@ async def running(
                 if policy is not None:
 
                     async def policy_accepted() -> bool:  # through the validating webhook
-                        if hook.done():
-                            raise RuntimeError(f"the webhook stopped: {hook!r}")
+                        if hook.task.done():
+                            raise RuntimeError(f"the webhook stopped: {hook.task!r}")
                         await admin.create(resources.CHECKPOINT_POLICIES, policy)
                         return True
 
                     await _eventually(policy_accepted, within=30, what="the Kontinue webhook")
-                yield Stack(
-                    c,
-                    with_kontinue=True,
-                    bridge_url=f"http://127.0.0.1:{health_sock.getsockname()[1]}",
-                )
+                yield Stack(c, with_kontinue=True, bridge_url=bridge.url)
         finally:
-            stop.set()
-            await asyncio.wait_for(asyncio.gather(hook, bridge, return_exceptions=True), 20)
-            await hook_client.close()
-            await bridge_client.close()
-            hook_sock.close()
-            health_sock.close()
+            await install.shut_down([hook, bridge], timeout=20)
 
 
 async def wait_plumbing(stack: Stack, *, probe_job: Obj) -> None:

@@ -25,25 +25,21 @@ from typing import Any
 import aiohttp
 
 from emulator import cluster, gpus, nodes
+from emulator.demo import install
 from emulator.kueue import controller as kueue_controller
 from kontinue import keys
-from kontinue.kube import api, cacheset, client, resources
-from queue_bridge import app
+from kontinue.kube import api, cacheset, resources
 from tests import fixtures
-from tests.integration.bridge.conftest import BRIDGE_USER, FAST, SYSTEM, config
+from tests.integration.bridge.conftest import FAST, SYSTEM, config
 from tests.integration.cluster.test_kueue import Env
-from webhook import __main__ as webhook_main
-from webhook import settings as webhook_settings
 
 Obj = dict[str, Any]
 NS = "default"
 OTHER_NS = "evil"
-WEBHOOK_USER = f"system:serviceaccount:{SYSTEM}:kontinue-webhook"
 GRACE = 5
 MARGIN = 2.0
 """The bridge's ``finalizer_margin_seconds`` (tests/integration/bridge/conftest.py ``config``)."""
 WAIT_SECONDS = 3
-HOOK = (SYSTEM, "kontinue-webhook", 443)
 
 
 @dataclasses.dataclass
@@ -74,23 +70,14 @@ class Stack:
     async def start_replica(self) -> Replica:
         self.started_replicas += 1
         identity = f"bridge-{self.started_replicas}"
-        api_client = await client.api_client_from_dict(self.api.kubeconfig(BRIDGE_USER))
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        stop = asyncio.Event()
-        task = asyncio.create_task(
-            app.run(
-                config(identity),
-                stop=stop,
-                api_client=api_client,
-                sock=sock,
-                cache_options=cacheset.CacheOptions(
-                    backoff=FAST, rng=random.Random(self.rng.random())
-                ),
-            ),
+        started = await install.start_bridge(
+            self.api,
+            config(identity),
+            stop=asyncio.Event(),
+            cache_options=cacheset.CacheOptions(backoff=FAST, rng=random.Random(self.rng.random())),
             name=f"soak {identity}",
         )
-        replica = Replica(identity, task, stop, api_client, sock)
+        replica = Replica(identity, started.task, started.stop, started.api_client, started.sock)
         self.replicas.append(replica)
         return replica
 
@@ -114,28 +101,18 @@ class Stack:
 
     async def start_webhook(self) -> None:
         self.hook_stop = asyncio.Event()
-        self.hook_client = await client.api_client_from_dict(self.api.kubeconfig(WEBHOOK_USER))
-        self.hook_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.hook_sock.bind(("127.0.0.1", 0))
-        self.hook_url = f"https://127.0.0.1:{self.hook_sock.getsockname()[1]}"
-        self.hook = asyncio.create_task(
-            webhook_main.serve(
-                webhook_settings.Settings(
-                    namespace=SYSTEM,
-                    image="kontinue/kontinue:dev",
-                    queue_systems=("kueue",),
-                    cert_poll_seconds=3600,
-                    drain_seconds=0,
-                ),
-                stop=self.hook_stop,
-                api_client=self.hook_client,
-                sock=self.hook_sock,
-                cache_options=cacheset.CacheOptions(backoff=FAST),
-            ),
+        hook = await install.start_webhook(
+            self.api,
+            install.webhook_config(("kueue",)),
+            stop=self.hook_stop,
+            cache_options=cacheset.CacheOptions(backoff=FAST),
+            register=False,  # only once it is ready, as an endpoint is added for a ready pod
             name="soak webhook",
         )
+        self.hook, self.hook_client, self.hook_sock = hook.task, hook.api_client, hook.sock
+        self.hook_url = hook.url
         await self._until_ready()
-        self.api.service_urls[HOOK] = self.hook_url
+        self.api.service_urls[install.WEBHOOK_SERVICE] = self.hook_url
 
     async def _until_ready(self) -> None:
         context = ssl.create_default_context()
@@ -157,7 +134,7 @@ class Stack:
 
     async def stop_webhook(self) -> None:
         """The webhook's endpoint is gone: the apiserver cannot reach it."""
-        self.api.service_urls.pop(HOOK, None)
+        self.api.service_urls.pop(install.WEBHOOK_SERVICE, None)
         self.hook_stop.set()
         if self.hook is not None:
             with contextlib.suppress(Exception):
@@ -202,19 +179,9 @@ async def running(workdir: Path, *, members: int, rng: random.Random) -> AsyncIt
     async with cluster.Cluster(nodes=specs, workdir=workdir) as c:
         kueue_controller.install_crds(c.api, fixtures.UPSTREAM / "kueue" / "crds")
         kueue_controller.install_crds(c.api, fixtures.FIXTURES / "kueue-emulation")
-        for path in sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")):
-            c.api.install_crd(fixtures.load_one(path))
+        await install.install(c.api)
         admin = c.client()
-        for namespace in (SYSTEM, OTHER_NS):
-            await admin.create(resources.NAMESPACES, {"metadata": {"name": namespace}})
-        await admin.create(
-            resources.SECRETS, fixtures.load_one(fixtures.MANIFESTS / "webhook/secret.yaml")
-        )
-        for doc in fixtures.load_all(fixtures.MANIFESTS / "webhook/webhooks.yaml"):
-            mutating = doc["kind"] == "MutatingWebhookConfiguration"
-            await admin.create(
-                resources.MUTATING_WEBHOOKS if mutating else resources.VALIDATING_WEBHOOKS, doc
-            )
+        await admin.create(resources.NAMESPACES, {"metadata": {"name": OTHER_NS}})
         stack = Stack(c, rng=rng)
         try:
             await stack.start_webhook()

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import copy
 import re
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,21 +23,18 @@ from typing import Any
 import pytest
 
 from emulator import cluster, gpus, nodes
+from emulator.demo import install
 from emulator.kueue import controller as kueue_controller
 from kontinue import keys, telemetry
-from kontinue.kube import api, cacheset, client, resources
+from kontinue.kube import api, cacheset, resources
 from kontinue.models import checkpoint
-from queue_bridge import app
 from tests import fixtures
-from tests.integration.bridge.conftest import BRIDGE_USER, FAST, SYSTEM, config
+from tests.integration.bridge.conftest import FAST, SYSTEM, config
 from tests.integration.cluster.test_kueue import Env
 from tests.waiting import eventually
-from webhook import __main__ as webhook_main
-from webhook import settings as webhook_settings
 
 Obj = dict[str, Any]
 NS = "default"
-WEBHOOK_USER = f"system:serviceaccount:{SYSTEM}:kontinue-webhook"
 GRACE = 5
 POLICY: Obj = {
     "apiVersion": keys.API_VERSION,
@@ -161,58 +157,23 @@ async def system(
     async with cluster.Cluster(nodes=specs, workdir=tmp_path) as c:
         kueue_controller.install_crds(c.api, fixtures.UPSTREAM / "kueue" / "crds")
         kueue_controller.install_crds(c.api, fixtures.FIXTURES / "kueue-emulation")
-        for path in sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")):
-            c.api.install_crd(fixtures.load_one(path))
+        await install.install(c.api)
         admin = c.client()
-        await admin.create(resources.NAMESPACES, {"metadata": {"name": SYSTEM}})
-        await admin.create(
-            resources.SECRETS, fixtures.load_one(fixtures.MANIFESTS / "webhook/secret.yaml")
-        )
-        for doc in fixtures.load_all(fixtures.MANIFESTS / "webhook/webhooks.yaml"):
-            mutating = doc["kind"] == "MutatingWebhookConfiguration"
-            await admin.create(
-                resources.MUTATING_WEBHOOKS if mutating else resources.VALIDATING_WEBHOOKS, doc
-            )
-        hook_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        hook_sock.bind(("127.0.0.1", 0))
-        c.api.service_urls[(SYSTEM, "kontinue-webhook", 443)] = (
-            f"https://127.0.0.1:{hook_sock.getsockname()[1]}"
-        )
-        hook_client = await client.api_client_from_dict(c.api.kubeconfig(WEBHOOK_USER))
-        bridge_client = await client.api_client_from_dict(c.api.kubeconfig(BRIDGE_USER))
-        health_socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(replicas)]
-        for health_sock in health_socks:
-            health_sock.bind(("127.0.0.1", 0))
         stop = asyncio.Event()
-        hook = asyncio.create_task(
-            webhook_main.serve(
-                webhook_settings.Settings(
-                    namespace=SYSTEM,
-                    image="kontinue/kontinue:dev",
-                    queue_systems=("kueue",),
-                    cert_poll_seconds=3600,
-                    drain_seconds=0,
-                ),
-                stop=stop,
-                api_client=hook_client,
-                sock=hook_sock,
-                cache_options=cacheset.CacheOptions(backoff=FAST),
-                tel=webhook_tel,
-            )
+        options = cacheset.CacheOptions(backoff=FAST)
+        hook = await install.start_webhook(
+            c.api,
+            install.webhook_config(("kueue",)),
+            stop=stop,
+            cache_options=options,
+            tel=webhook_tel,
         )
-        bridges = {
-            f"bridge-{i}": asyncio.create_task(
-                app.run(
-                    config(f"bridge-{i}"),
-                    stop=stop,
-                    api_client=bridge_client,
-                    sock=health_sock,
-                    cache_options=cacheset.CacheOptions(backoff=FAST),
-                    tel=bridge_tel,
-                )
+        bridges = [
+            await install.start_bridge(
+                c.api, config(f"bridge-{i}"), stop=stop, cache_options=options, tel=bridge_tel
             )
-            for i, health_sock in enumerate(health_socks)
-        }
+            for i in range(replicas)
+        ]
         try:
             async with kueue_controller.Kueue(c.api):
                 env = Env(c.api)
@@ -227,7 +188,7 @@ async def system(
                     )
 
                     async def policy_accepted() -> bool:  # the webhook validates it: up
-                        assert not hook.done(), hook
+                        assert not hook.task.done(), hook.task
                         with contextlib.suppress(Exception):
                             policy = copy.deepcopy(POLICY)
                             policy["spec"]["restore"] = {"waitForSavingSeconds": wait_seconds}
@@ -247,20 +208,12 @@ async def system(
                     await eventually(plumbed, within=20, what="webhook caches synced")
                 yield System(
                     c,
-                    bridges,
-                    health_urls=[f"http://127.0.0.1:{h.getsockname()[1]}" for h in health_socks],
-                    webhook_url=f"https://127.0.0.1:{hook_sock.getsockname()[1]}",
+                    {f"bridge-{i}": bridge.task for i, bridge in enumerate(bridges)},
+                    health_urls=[bridge.url for bridge in bridges],
+                    webhook_url=hook.url,
                 )
         finally:
-            stop.set()
-            await asyncio.wait_for(
-                asyncio.gather(hook, *bridges.values(), return_exceptions=True), 15
-            )
-            await hook_client.close()
-            await bridge_client.close()
-            hook_sock.close()
-            for health_sock in health_socks:
-                health_sock.close()
+            await install.shut_down([hook, *bridges], timeout=15)
 
 
 @pytest.mark.parametrize("opted_in", [True, False], ids=["opted-in", "not-opted-in"])

@@ -17,26 +17,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from emulator import cluster, gpus, nodes
+from emulator.demo import install
 from kontinue import keys
-from kontinue.kube import cacheset, client, resources
+from kontinue.kube import cacheset, resources
 from kontinue.models import checkpoint
-from queue_bridge import app
-from tests import fixtures
-from tests.integration.bridge.conftest import BRIDGE_USER, FAST, SYSTEM, config
+from tests.integration.bridge.conftest import FAST, config
 from tests.integration.cluster import workloads
 from tests.waiting import eventually
-from webhook import __main__ as webhook_main
-from webhook import settings as webhook_settings
 
 Obj = dict[str, Any]
 NS = "default"
-WEBHOOK_USER = f"system:serviceaccount:{SYSTEM}:kontinue-webhook"
 GRACE = 5
 PROGRESS = re.compile(r"^PROGRESS step=(\d+) ", re.MULTILINE)
 USER_POLICIES = [
@@ -144,59 +139,26 @@ async def volcano_system(tmp_path: Path) -> AsyncIterator[VolcanoSystem]:
         admin = c.client()
         crds = [crd["metadata"]["name"] for crd in (await admin.list(resources.CRDS))["items"]]
         assert not [name for name in crds if "kueue" in name], crds  # a Volcano-only cluster
-        for path in sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")):
-            c.api.install_crd(fixtures.load_one(path))
-        await admin.create(resources.NAMESPACES, {"metadata": {"name": SYSTEM}})
-        await admin.create(
-            resources.SECRETS, fixtures.load_one(fixtures.MANIFESTS / "webhook/secret.yaml")
-        )
-        for doc in fixtures.load_all(fixtures.MANIFESTS / "webhook/webhooks.yaml"):
-            mutating = doc["kind"] == "MutatingWebhookConfiguration"
-            await admin.create(
-                resources.MUTATING_WEBHOOKS if mutating else resources.VALIDATING_WEBHOOKS, doc
-            )
+        await install.install(c.api)
         for name, value in (("low", 100), ("high", 1000)):
             await admin.create(resources.PRIORITY_CLASSES, workloads.priority_class(name, value))
         await admin.create(resources.VOLCANO_QUEUES, queue("research", deserved=0, opted_in=True))
         await admin.create(resources.VOLCANO_QUEUES, queue("prod", deserved=2))
-        hook_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        hook_sock.bind(("127.0.0.1", 0))
-        c.api.service_urls[(SYSTEM, "kontinue-webhook", 443)] = (
-            f"https://127.0.0.1:{hook_sock.getsockname()[1]}"
-        )
-        hook_client = await client.api_client_from_dict(c.api.kubeconfig(WEBHOOK_USER))
-        bridge_client = await client.api_client_from_dict(c.api.kubeconfig(BRIDGE_USER))
-        health_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        health_sock.bind(("127.0.0.1", 0))
         stop = asyncio.Event()
-        hook = asyncio.create_task(
-            webhook_main.serve(
-                webhook_settings.Settings(
-                    namespace=SYSTEM,
-                    image="kontinue/kontinue:dev",
-                    queue_systems=("volcano",),
-                    cert_poll_seconds=3600,
-                    drain_seconds=0,
-                ),
-                stop=stop,
-                api_client=hook_client,
-                sock=hook_sock,
-                cache_options=cacheset.CacheOptions(backoff=FAST),
-            )
+        options = cacheset.CacheOptions(backoff=FAST)
+        hook = await install.start_webhook(
+            c.api, install.webhook_config(("volcano",)), stop=stop, cache_options=options
         )
-        bridge = asyncio.create_task(
-            app.run(
-                config("bridge-0", queue_systems=("volcano",), admission_check=False),
-                stop=stop,
-                api_client=bridge_client,
-                sock=health_sock,
-                cache_options=cacheset.CacheOptions(backoff=FAST),
-            )
+        bridge = await install.start_bridge(
+            c.api,
+            config("bridge-0", queue_systems=("volcano",), admission_check=False),
+            stop=stop,
+            cache_options=options,
         )
         try:
 
             async def policy_accepted() -> bool:  # the webhook validates it: up
-                assert not hook.done(), hook
+                assert not hook.task.done(), hook.task
                 with contextlib.suppress(Exception):
                     await admin.create(resources.CHECKPOINT_POLICIES, POLICY)
                     return True
@@ -213,12 +175,7 @@ async def volcano_system(tmp_path: Path) -> AsyncIterator[VolcanoSystem]:
             await eventually(plumbed, within=30, what="webhook caches synced")
             yield VolcanoSystem(c)
         finally:
-            stop.set()
-            await asyncio.wait_for(asyncio.gather(hook, bridge, return_exceptions=True), 15)
-            await hook_client.close()
-            await bridge_client.close()
-            hook_sock.close()
-            health_sock.close()
+            await install.shut_down([hook, bridge], timeout=15)
 
 
 async def test_a_vcjob_evicted_five_times_completes_restoring_every_time_from_the_newest_set(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import socket
 import ssl
 from pathlib import Path
 from typing import Any
@@ -21,15 +20,14 @@ from typing import Any
 import aiohttp
 
 from emulator import cluster, gpus, nodes
+from emulator.demo import install
 from emulator.kueue import controller
 from kontinue import keys, lineage
-from kontinue.kube import client, errors, resources
+from kontinue.kube import errors, resources
 from kontinue.models import checkpoint
 from tests import fixtures
-from tests.integration.webhook.test_emulator import OPTIONS, SYSTEM, WEBHOOK_USER
+from tests.integration.webhook.test_emulator import OPTIONS, SYSTEM
 from tests.waiting import eventually
-from webhook import __main__ as main
-from webhook import settings
 
 Obj = dict[str, Any]
 NS = "default"
@@ -158,41 +156,13 @@ async def test_kueue_job_pods_run_plumbed_on_the_emulated_kubelet(tmp_path: Path
     async with cluster.Cluster(nodes=[spec], workdir=tmp_path) as c:
         controller.install_crds(c.api, fixtures.UPSTREAM / "kueue" / "crds")
         controller.install_crds(c.api, fixtures.FIXTURES / "kueue-emulation")
-        for path in sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")):
-            c.api.install_crd(fixtures.load_one(path))
+        await install.install(c.api)
         admin = c.client()
-        await admin.create(
-            resources.NAMESPACES,
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM}},
-        )
-        await admin.create(
-            resources.SECRETS, fixtures.load_one(fixtures.MANIFESTS / "webhook/secret.yaml")
-        )
-        for doc in fixtures.load_all(fixtures.MANIFESTS / "webhook/webhooks.yaml"):
-            kind = doc["kind"]
-            await admin.create(
-                resources.MUTATING_WEBHOOKS
-                if kind == "MutatingWebhookConfiguration"
-                else resources.VALIDATING_WEBHOOKS,
-                doc,
-            )
-
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        url = f"https://127.0.0.1:{sock.getsockname()[1]}"
-        c.api.service_urls[(SYSTEM, "kontinue-webhook", 443)] = url
-        config = settings.Settings(
-            namespace=SYSTEM,
-            image="kontinue/kontinue:dev",
-            queue_systems=("kueue",),
-            cert_poll_seconds=3600,
-            drain_seconds=0,
-        )
-        api_client = await client.api_client_from_dict(c.api.kubeconfig(WEBHOOK_USER))
         stop = asyncio.Event()
-        serving = asyncio.create_task(
-            main.serve(config, stop=stop, api_client=api_client, sock=sock, cache_options=OPTIONS)
+        hook = await install.start_webhook(
+            c.api, install.webhook_config(("kueue",)), stop=stop, cache_options=OPTIONS
         )
+        serving, url = hook.task, hook.url
         try:
             async with controller.Kueue(c.api):
 
@@ -262,7 +232,4 @@ async def test_kueue_job_pods_run_plumbed_on_the_emulated_kubelet(tmp_path: Path
                 assert f"POD_UID={uid}" in log
                 assert f"/{lineage.lineage_dir(pod_lineage)}/{uid}\n" in log
         finally:
-            stop.set()
-            await asyncio.wait_for(serving, 10)
-            await api_client.close()
-            sock.close()
+            await install.shut_down([hook], timeout=10)

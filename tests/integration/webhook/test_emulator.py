@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
-import socket
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,15 +25,15 @@ import aiohttp
 import pytest
 
 from emulator.apiserver import server
+from emulator.demo import install
 from kontinue import keys, lineage
 from kontinue import restore as restore_program
-from kontinue.kube import api, cacheset, client, errors, resources, watching
+from kontinue.kube import api, cacheset, errors, resources, watching
 from kontinue.models import checkpoint
 from tests import fixtures
 from tests.unit.webhook import support
 from tests.waiting import eventually as eventually  # re-exported for the tests here
-from webhook import __main__ as main
-from webhook import job_plumbing, plumbing, settings
+from webhook import job_plumbing, plumbing
 
 Obj = dict[str, Any]
 NS = "team-a"
@@ -44,8 +43,7 @@ BRIDGE_USER = f"system:serviceaccount:{SYSTEM}:kontinue-bridge"
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 FAST = watching.Backoff(initial=0.01, factor=2.0, cap=0.1, jitter=0.5)
 OPTIONS = cacheset.CacheOptions(backoff=FAST)
-CRDS = [
-    *sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")),
+CRDS = [  # besides ours (emulator/demo/install.py)
     fixtures.UPSTREAM / "kueue/crds/kueue.x-k8s.io_clusterqueues.yaml",
     fixtures.UPSTREAM / "kueue/crds/kueue.x-k8s.io_localqueues.yaml",
     fixtures.UPSTREAM / "volcano/crds/scheduling.volcano.sh_queues.yaml",
@@ -70,14 +68,14 @@ class Cluster:
 @pytest.fixture
 async def cluster() -> AsyncIterator[Cluster]:
     async with server.ApiServer(bookmark_interval=0.2) as emulated:
+        await install.install(emulated)
         admin = emulated.client()
         for path in CRDS:
             emulated.install_crd(fixtures.load_one(path))
-        for name in (SYSTEM, NS):
-            await admin.create(
-                resources.NAMESPACES,
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-            )
+        await admin.create(
+            resources.NAMESPACES,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+        )
         await admin.create(  # the recorded Job's pods use it
             resources.PRIORITY_CLASSES,
             {
@@ -87,42 +85,21 @@ async def cluster() -> AsyncIterator[Cluster]:
                 "value": 100,
             },
         )
-        await admin.create(
-            resources.SECRETS, fixtures.load_one(fixtures.MANIFESTS / "webhook/secret.yaml")
-        )
-        for doc in fixtures.load_all(fixtures.MANIFESTS / "webhook/webhooks.yaml"):
-            resource = (
-                resources.MUTATING_WEBHOOKS
-                if doc["kind"] == "MutatingWebhookConfiguration"
-                else resources.VALIDATING_WEBHOOKS
-            )
-            await admin.create(resource, doc)
-
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        url = f"https://127.0.0.1:{sock.getsockname()[1]}"
-        emulated.service_urls[(SYSTEM, "kontinue-webhook", 443)] = url
-        config = settings.Settings(
-            namespace=SYSTEM,
-            image="registry.example/kontinue:test",
-            cert_poll_seconds=3600,
-            drain_seconds=0,
-        )
-        api_client = await client.api_client_from_dict(emulated.kubeconfig(WEBHOOK_USER))
         stop = asyncio.Event()
-        serving = asyncio.create_task(
-            main.serve(config, stop=stop, api_client=api_client, sock=sock, cache_options=OPTIONS)
+        hook = await install.start_webhook(
+            emulated,
+            install.webhook_config(image="registry.example/kontinue:test"),
+            stop=stop,
+            cache_options=OPTIONS,
         )
+        serving, url = hook.task, hook.url
         running = Cluster(emulated, url)
         running.serving = serving
         try:
             await eventually(lambda: _ready(running, serving))
             yield running
         finally:
-            stop.set()
-            await asyncio.wait_for(serving, 10)
-            await api_client.close()
-            sock.close()
+            await install.shut_down([hook], timeout=10)
 
 
 async def _ready(cluster: Cluster, serving: asyncio.Task[int]) -> bool:
