@@ -42,7 +42,7 @@ class Caches(lookups.QueueLookups):
     ) -> None:
         self.cache_set = cacheset.CacheSet(kube, options=options, meter=meter)
         cache = self.cache_set.add
-        # The three big caches keep slim, packed objects (kontinue/kube/watching.py, "Memory"):
+        # The three big caches keep slim, packed objects (kontinue/kube/store.py, "Memory"):
         # only the fields the models name, as compact JSON parsed when read. The pod watch
         # selects the pods the webhook plumbed (kontinue.dev/plumbed); pods plumbed before the
         # label existed are labelled at start-up (queue_bridge/adoption.py).

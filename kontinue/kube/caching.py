@@ -55,7 +55,7 @@ class Entry(Generic[M]):
 
 class Held(Protocol[M_co]):
     """What a store holds per key: an :class:`Entry`, or a packed form that parses on read
-    (:class:`kontinue.kube.watching.Packed`)."""
+    (:class:`kontinue.kube.store.Packed`)."""
 
     @property
     def resource_version(self) -> str: ...

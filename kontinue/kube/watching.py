@@ -23,20 +23,16 @@ client-go's reflector (``staging/src/k8s.io/client-go/tools/cache/reflector.go``
   (an event a buggy server never sent) and re-delivers each unchanged object as ``SYNC`` so
   level-triggered handlers re-check it.
 
-Objects are validated into ``model`` at this boundary. One that fails is logged with its field
-errors and skipped; the cache keeps the last valid copy of that key (if any) and goes on. A
-deletion is always delivered. Subscribers are called synchronously after the store holds the
-change; they must not block or do I/O (enqueue a key and return). An exception in a subscriber
-is logged and does not stop the cache.
+Objects are validated into ``model`` at this boundary (:meth:`kontinue.kube.store.Store.admit`):
+one that fails is logged and skipped; the last valid copy of that key stays. A deletion is always
+delivered. Subscribers are called synchronously after the store holds the change; they must not
+block or do I/O (enqueue a key and return). An exception in a subscriber is logged and does not
+stop the cache.
 
-Memory: by default the store keeps each object as its validated model. A cache of many objects
-(the bridge's pods, Jobs, Workloads) can instead take a ``transform`` applied to each raw object
-before it is validated (client-go's informer ``SetTransform``; the bridge passes
-:func:`kontinue.models.pruning.prune`) and ``packed=True``: the store then keeps each object as
-its compact JSON (:class:`Packed`, a few hundred bytes to a few KB, against 10-20 KiB for a
-parsed model) and parses it again when read, keeping the last :data:`HOT_OBJECTS` read in a
-small LRU. Subscribers get the parsed model as before; a list is folded in page by page, so the
-raw pages of a big list are never held all at once.
+Memory: what the cache holds and how (validated models, or a ``transform`` and ``packed=True``
+for compact JSON parsed on read) is :mod:`kontinue.kube.store`. Subscribers get the parsed model
+either way; a list is folded in page by page, so the raw pages of a big list are never held all
+at once.
 
 Limits: one cache watches one resource with one selector; it does not share informers between
 callers and does not use ``sendInitialEvents`` streaming lists. A subscriber added after the
@@ -46,8 +42,6 @@ first list gets no ``ADDED`` for what is already cached.
 from __future__ import annotations
 
 import asyncio
-import collections
-import json
 import logging
 import math
 import random
@@ -60,9 +54,8 @@ from opentelemetry import metrics
 from kontinue.kube import api as kube_api
 from kontinue.kube import backoff as backoff_module
 from kontinue.kube import caching, errors, watch_metrics
+from kontinue.kube import store as store_module
 from kontinue.kube.resources import Resource
-from kontinue.models import base
-from kontinue.models import errors as model_errors
 
 log = logging.getLogger("kontinue.watch")
 
@@ -73,32 +66,9 @@ EventType = caching.EventType
 Key = caching.Key
 
 Callback = Callable[[caching.Event[M]], None]
-Transform = Callable[[dict[str, Any]], dict[str, Any]]
-
-HOT_OBJECTS = 256
-"""How many parsed objects a packed cache keeps for repeated reads (most recently read)."""
-
-
-class Packed(Generic[M]):
-    """One object of a packed cache: its compact JSON, parsed again on each :attr:`obj`.
-
-    ``hot`` holds the model parsed at arrival until the cache has told its subscribers (so one
-    arrival is parsed once), then it is dropped.
-    """
-
-    __slots__ = ("resource_version", "data", "model", "hot")
-
-    def __init__(self, resource_version: str, data: bytes, model: type[M], hot: M | None) -> None:
-        self.resource_version = resource_version
-        self.data = data
-        self.model = model
-        self.hot = hot
-
-    @property
-    def obj(self) -> M:
-        if self.hot is not None:
-            return self.hot
-        return self.model.model_validate_json(self.data)
+Transform = store_module.Transform
+Packed = store_module.Packed
+HOT_OBJECTS = store_module.HOT_OBJECTS
 
 
 # A watch that ends this soon with no event is treated as a failure (reflector.go: "very short
@@ -153,7 +123,6 @@ class WatchCache(Generic[M]):
         self.resource = resource
         self.namespace = namespace
         self._api = api
-        self._model = model
         self._label_selector = label_selector
         self._field_selector = field_selector
         self._resync_seconds = resync_seconds
@@ -163,15 +132,6 @@ class WatchCache(Generic[M]):
         self._backoff = backoff or Backoff()
         self._rng = rng or random.Random()
 
-        self._transform = transform
-        self._packed = packed
-        self._store: dict[Key, caching.Held[M]] = {}
-        self._sorted: list[M] | None = None  # items() in key order, until the store changes
-        # packed caches: key -> (the entry it was parsed from, the model), most recent last
-        self._hot: collections.OrderedDict[Key, tuple[caching.Held[M], M]] = (
-            collections.OrderedDict()
-        )
-        self._invalid: dict[Key, str] = {}  # key -> resourceVersion already reported invalid
         self._subscribers: list[Callback[M]] = []
         self._resource_version = ""
         self._next_resync = math.inf
@@ -185,6 +145,13 @@ class WatchCache(Generic[M]):
         self._what = str(resource) + (f" namespace={namespace}" if namespace else "")
         self._attrs = {"resource": str(resource)}
         self._metrics = watch_metrics.Instruments(meter or metrics.NoOpMeter("kontinue.watch"))
+        self._store = store_module.Store(
+            model,
+            transform=transform,
+            packed=packed,
+            what=self._what,
+            on_invalid=lambda: self._metrics.invalid_objects.add(1, self._attrs),
+        )
 
     def serve_empty(self) -> None:
         """Stand for a resource this process does not follow on purpose (an optional queue
@@ -206,46 +173,19 @@ class WatchCache(Generic[M]):
 
     def get(self, name: str, namespace: str | None = None) -> M | None:
         """The cached object, or ``None``; ``namespace`` defaults to the cache's namespace."""
-        key = (namespace or self.namespace or "", name)
-        entry = self._store.get(key)
-        if entry is None:
-            return None
-        if not self._packed:
-            return entry.obj
-        hot = self._hot.get(key)
-        if hot is not None and hot[0] is entry:
-            self._hot.move_to_end(key)
-            return hot[1]
-        obj = entry.obj
-        self._remember(key, entry, obj)
-        return obj
-
-    def _remember(self, key: Key, entry: caching.Held[M], obj: M) -> None:
-        self._hot[key] = (entry, obj)
-        self._hot.move_to_end(key)
-        if len(self._hot) > HOT_OBJECTS:
-            self._hot.popitem(last=False)
+        return self._store.get((namespace or self.namespace or "", name))
 
     def items(self) -> list[M]:
         """Every cached object, ordered by (namespace, name); a new list the caller may keep.
 
         A packed cache parses every object for this: iterate with :meth:`each` instead to hold
         one at a time."""
-        if self._packed:
-            return list(self.each())
-        if self._sorted is None:
-            self._sorted = [self._store[key].obj for key in sorted(self._store)]
-        return list(self._sorted)
+        return self._store.items()
 
     def each(self) -> Iterator[M]:
         """The cached objects in (namespace, name) order, one at a time: those still cached
         when reached (the store may change between two steps of a slow consumer)."""
-        for key in sorted(self._store):
-            entry = self._store.get(key)
-            if entry is None:
-                continue
-            hot = self._hot.get(key)
-            yield hot[1] if hot is not None and hot[0] is entry else entry.obj
+        return self._store.each()
 
     def __len__(self) -> int:
         return len(self._store)
@@ -421,17 +361,16 @@ class WatchCache(Generic[M]):
             for raw in page:
                 key = caching.key_of(raw)
                 # a packed entry keeps no parsed model: 10,000 held at once is the peak to avoid
-                entry = self._parse(key, raw, keep=False)
+                entry = self._store.admit(key, raw, keep=False)
                 if entry is None:
                     invalid.add(key)
                 else:
                     listed[key] = entry
             del page
-        self._invalid = {key: rv for key, rv in self._invalid.items() if key in invalid}
-        held = self._store
+        self._store.forget_invalid(keep=invalid)
+        held = self._store.entries
         store = caching.reconciled(held=held, listed=listed, invalid=invalid)
-        self._store = store
-        self._sorted = None
+        self._store.replace(store)
         self._resource_version = version
         if self._resync_seconds is not None:
             self._next_resync = asyncio.get_running_loop().time() + self._resync_seconds
@@ -524,70 +463,25 @@ class WatchCache(Generic[M]):
         key = caching.key_of(obj)
         if version:
             self._resource_version = version
-        held = self._store.get(key)
+        held = self._store.entry(key)
         if kind == "DELETED":
-            self._invalid.pop(key, None)
+            self._store.forget_invalid(key)
             if held is None:  # never cached (e.g. it never validated): nothing to retract
                 return
         # A deleted object that fails validation is retracted with the held copy, unlogged.
-        incoming = self._parse(key, obj, report=kind != "DELETED")
+        incoming = self._store.admit(key, obj, report=kind != "DELETED")
         event = caching.change_for(kind, held=held, incoming=incoming)
         if event is None:
             return
         if event.type == "DELETED":
-            del self._store[key]
-            self._hot.pop(key, None)
-            self._sorted = None
+            self._store.remove(key)
         elif incoming is not None:
-            self._store[key] = incoming
-            self._sorted = None
+            self._store.put(key, incoming)
         self._emit([event])
         if isinstance(incoming, Packed) and incoming.hot is not None:
             if event.type != "DELETED":  # just changed: the handlers read it next
-                self._remember(key, incoming, incoming.hot)
+                self._store.remember(key, incoming, incoming.hot)
             incoming.hot = None
-
-    # -- boundary ------------------------------------------------------------------------------
-
-    def _parse(
-        self, key: Key, raw: Mapping[str, Any], *, report: bool = True, keep: bool = True
-    ) -> caching.Held[M] | None:
-        """The typed entry, or ``None`` (logged once per resourceVersion) if it fails validation.
-
-        With a ``transform``, what is validated (and kept) is the transformed object."""
-        version = caching.resource_version_of(raw)
-        try:
-            if self._transform is not None:
-                raw = self._transform(dict(raw))
-            obj = base.parse(self._model, raw)
-        except Exception as exc:  # InvalidObject; or a validator bug, which must not stop us
-            if report:
-                problem = (
-                    "; ".join(str(e) for e in exc.errors)
-                    if isinstance(exc, model_errors.InvalidObject)
-                    else repr(exc)
-                )
-                self._report_invalid(key, version, problem)
-            return None
-        self._invalid.pop(key, None)
-        if self._packed:
-            data = json.dumps(raw, separators=(",", ":"), ensure_ascii=False).encode()
-            return Packed(version, data, self._model, obj if keep else None)
-        return caching.Entry(version, obj)
-
-    def _report_invalid(self, key: Key, version: str, problem: str) -> None:
-        if self._invalid.get(key) == version:
-            return
-        self._invalid[key] = version
-        self._metrics.invalid_objects.add(1, self._attrs)
-        log.error(
-            "skipping invalid object resource=%s object=%s rv=%s model=%s errors=%s",
-            self._what,
-            "/".join(part for part in key if part),
-            version,
-            self._model.__name__,
-            problem,
-        )
 
     def _emit(self, events: list[caching.Event[M]]) -> None:
         for event in events:

@@ -291,7 +291,7 @@ _PACKED = {"on": False}
 @pytest.fixture(autouse=True, params=["models", "packed"])
 def storage(request: pytest.FixtureRequest) -> Iterator[str]:
     """Every test runs twice: the store holding models, and packed slim JSON (the bridge's
-    pods, Jobs and Workloads: kontinue/kube/watching.py, "Memory") — same events, same reads."""
+    pods, Jobs and Workloads: kontinue/kube/store.py, "Memory") — same events, same reads."""
     _PACKED["on"] = request.param == "packed"
     yield request.param
     _PACKED["on"] = False
