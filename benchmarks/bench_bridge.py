@@ -472,6 +472,8 @@ async def one_size(pods: int, args: argparse.Namespace) -> Obj:
                 ready, idle = await bridge.wait_idle(within=args.sync_timeout)
                 pid = bridge.process.pid
                 result.update(ready_s=ready, idle_s=idle, startup_cpu_s=cpu_seconds(pid))
+                if args.profile is not None and args.profile_from == "evictions":
+                    bridge.process.send_signal(signal.SIGUSR1)  # benchmarks/profiled.py
                 result.update(proc_status(pid))
                 if workloads and args.evictions + args.burst:
                     result.update(await reaction(filled, pid, args))
@@ -789,6 +791,13 @@ def main() -> None:
         type=pathlib.Path,
         help="cProfile the bridge process (CPU time) and write the stats here when it stops; "
         "the figures are then the profiled bridge's",
+    )
+    parser.add_argument(
+        "--profile-from",
+        choices=["start", "evictions"],
+        default="start",
+        help="with --profile: profile from the process start, or only once the start-up sweep "
+        "has drained (the evictions)",
     )
     asyncio.run(run(parser.parse_args()))
 
