@@ -45,7 +45,7 @@ async def serve(
     ends (1)."""
     owned_telemetry = tel is None
     if tel is None:
-        tel = telemetry.setup("kontinue-webhook")
+        tel = telemetry.setup("kontinue-webhook", record_unexported=False)
     owned = api_client is None
     if api_client is None:
         api_client = await client.make_api_client()

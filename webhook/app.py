@@ -122,21 +122,28 @@ def answer(
 
 
 async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Response:
-    """Read the body within the limits (:mod:`webhook.limits`) and :func:`answer` it (counted,
-    timed and traced by :mod:`webhook.observing`). The body stays reserved until its answer is
-    built."""
-    app = request.app
-    try:
-        async with app[GUARD].read_body(request) as body:
-            if len(body) > YIELD_ABOVE:
-                # One turn of the loop first: small reviews read meanwhile are answered before
-                # this one is parsed (a 0.5 MiB review parses in milliseconds, all on this loop).
-                await asyncio.sleep(0)
-            result = answer(body, decide, path=path, state=app[STATE], config=app[SETTINGS])
-    except limits.Refused as refused:
-        logger.info("refused path=%s status=%s: %s", path, refused.status, refused.text.strip())
-        return refused.response
-    return web.Response(status=result.status, body=result.body, content_type=result.content_type)
+    """Read the body within the limits (:mod:`webhook.limits`) and :func:`answer` it, counted,
+    timed and traced by :func:`webhook.observing.observed`. The body stays reserved until its
+    answer is built."""
+
+    async def handle() -> web.Response:
+        app = request.app
+        try:
+            async with app[GUARD].read_body(request) as body:
+                if len(body) > YIELD_ABOVE:
+                    # One turn of the loop first: small reviews read meanwhile are answered
+                    # before this one is parsed (a 0.5 MiB review parses in milliseconds, all on
+                    # this loop).
+                    await asyncio.sleep(0)
+                result = answer(body, decide, path=path, state=app[STATE], config=app[SETTINGS])
+        except limits.Refused as refused:
+            logger.info("refused path=%s status=%s: %s", path, refused.status, refused.text.strip())
+            return refused.response
+        return web.Response(
+            status=result.status, body=result.body, content_type=result.content_type
+        )
+
+    return await observing.observed(request, path, handle)
 
 
 def _misshapen(request: review.AdmissionRequest, *, path: str) -> review.Verdict | None:
@@ -195,9 +202,7 @@ def create_app(
     ``meter``: count and time admissions (webhook/metrics.py; ``expiry`` reads the serving
     certificate's notAfter); ``registry``: serve it as ``GET /metrics``; ``tracer``: a span per
     admission; ``events``: NotPlumbed and ColdStart Events (webhook/observing.py)."""
-    app = web.Application(
-        client_max_size=config.limits.max_body, middlewares=[observing.middleware]
-    )
+    app = web.Application(client_max_size=config.limits.max_body)
     app[observing.OBSERVER] = observing.Observer(
         metrics=webhook_metrics.Metrics(meter, expiry=expiry) if meter is not None else None,
         tracer=tracer or trace.NoOpTracer(),

@@ -2,10 +2,10 @@
 (webhook/metrics.py), a span, and for an opted-in pod the webhook could not plumb or that starts
 cold, an Event on its owner (webhook/events.py).
 
-An aiohttp middleware around ``/mutate`` and ``/validate``: the handler (webhook/app.py) only
-notes the parsed request and the verdict (:func:`note`, into a slot the middleware put in the
-task's context); everything here reads them after the answer is made, so the rules stay pure
-and the answer path has two lines of telemetry in it.
+A wrapper around the ``/mutate`` and ``/validate`` handlers (:func:`observed`): the handler
+(webhook/app.py) only notes the parsed request and the verdict (:func:`note`, into a slot
+:func:`observed` put in the task's context); everything here reads them after the answer is
+made, so the rules stay pure and the answer path has two lines of telemetry in it.
 
 Spans: ``kontinue.admission`` per request (its own trace; the JSON log lines written while it
 runs carry its trace id). A restore decision also records ``kontinue.restore.decision`` *in the
@@ -25,8 +25,6 @@ from opentelemetry import trace
 
 from kontinue import keys, telemetry, tracing
 from webhook import events, metrics, review
-
-PATHS = ("/mutate", "/validate")
 
 
 @dataclasses.dataclass
@@ -77,13 +75,16 @@ class Observer:
             self.metrics.answered(
                 path, allowed=allowed, decided=decided, status=status, seconds=seconds
             )
-        label = metrics.decision_of(allowed=allowed, decided=decided)
-        span.set_attribute("kontinue.admission.decision", label)
-        span.set_attribute("http.response.status_code", status)
+        recording = span.is_recording()  # not when no span is exported (kontinue/telemetry.py)
+        if recording:
+            label = metrics.decision_of(allowed=allowed, decided=decided)
+            span.set_attribute("kontinue.admission.decision", label)
+            span.set_attribute("http.response.status_code", status)
         if request is None or verdict is None:
             return
-        span.set_attribute("k8s.namespace.name", request.namespace or "")
-        span.set_attribute("kontinue.admission.kind", request.kind.kind)
+        if recording:
+            span.set_attribute("k8s.namespace.name", request.namespace or "")
+            span.set_attribute("kontinue.admission.kind", request.kind.kind)
         if verdict.cause:
             self._restore_decision(request, verdict, span)
         if self.events is not None and decided in (metrics.NOT_PLUMBED, metrics.COLD_START):
@@ -119,13 +120,15 @@ class Observer:
 OBSERVER = web.AppKey("observer", Observer)
 
 
-@web.middleware
-async def middleware(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    observer = request.app.get(OBSERVER)
-    if observer is None or request.path not in PATHS:
-        return await handler(request)
+async def observed(
+    request: web.Request, path: str, handle: Callable[[], Awaitable[web.Response]]
+) -> web.Response:
+    """``handle()``'s answer to ``request`` on ``path``, counted, timed and traced.
+
+    Called by the ``/mutate`` and ``/validate`` handlers themselves rather than as an aiohttp
+    middleware: the middleware chain cost every request a few microseconds more for the same
+    work (issue 14, docs/benchmarks.md)."""
+    observer = request.app[OBSERVER]
     started = time.perf_counter()
     slot = _Slot()
     token = _CURRENT.set(slot)
@@ -134,12 +137,12 @@ async def middleware(
         observer.tracer.start_as_current_span(
             tracing.ADMISSION,
             kind=trace.SpanKind.SERVER,
-            attributes={"url.path": request.path},
+            attributes={"url.path": path},
         ) as span,
     ):
         status = 500
         try:
-            response = await handler(request)
+            response = await handle()
             status = response.status
             return response
         except web.HTTPException as exc:
@@ -148,7 +151,7 @@ async def middleware(
         finally:
             _CURRENT.reset(token)
             observer.finished(
-                request.path,
+                path,
                 slot.request,
                 slot.verdict,
                 status,

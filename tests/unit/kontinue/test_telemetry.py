@@ -117,3 +117,25 @@ def test_json_logs_name_the_object_and_the_trace() -> None:
 def test_an_unknown_log_format_is_refused() -> None:
     with pytest.raises(ValueError, match="KONTINUE_LOG_FORMAT"):
         telemetry.setup_logging(log_format="xml")
+
+
+def test_unexported_spans_are_sampled_out_but_keep_ids_when_asked() -> None:
+    """``record_unexported=False`` (the webhook): with no exporter and no processor, spans
+    record nothing yet still carry trace ids for log lines; any processor turns recording on."""
+    quiet = telemetry.setup("kontinue-test", environ={}, record_unexported=False)
+    with quiet.tracer.start_as_current_span("kontinue.admission") as span:
+        assert not span.is_recording()
+        assert span.get_span_context().is_valid
+    default = telemetry.setup("kontinue-test", environ={})
+    with default.tracer.start_as_current_span("kontinue.admission") as span:
+        assert span.is_recording()
+    spans = InMemorySpanExporter()
+    seen = telemetry.setup(
+        "kontinue-test",
+        environ={},
+        span_processors=[SimpleSpanProcessor(spans)],
+        record_unexported=False,
+    )
+    with seen.tracer.start_as_current_span("kontinue.admission") as span:
+        assert span.is_recording()
+    assert [s.name for s in spans.get_finished_spans()] == ["kontinue.admission"]
