@@ -45,6 +45,8 @@ SETTINGS = web.AppKey("settings", settings.Settings)
 STATE: web.AppKey[state_module.State] = web.AppKey("state")
 READINESS = web.AppKey("readiness", Readiness)
 GUARD = web.AppKey("guard", limits.Guard)
+LARGE = web.AppKey("large", asyncio.Lock)
+"""Held while a review larger than :data:`YIELD_ABOVE` is answered."""
 
 YIELD_ABOVE = 64 * 1024
 """Bodies larger than this (a real pod review is ~5-20 KiB) wait one turn of the event loop."""
@@ -131,11 +133,17 @@ async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Resp
         try:
             async with app[GUARD].read_body(request) as body:
                 if len(body) > YIELD_ABOVE:
-                    # One turn of the loop first: small reviews read meanwhile are answered
-                    # before this one is parsed (a 0.5 MiB review parses in milliseconds, all on
-                    # this loop).
-                    await asyncio.sleep(0)
-                result = answer(body, decide, path=path, state=app[STATE], config=app[SETTINGS])
+                    # Large reviews are answered one at a time, each after one turn of the loop:
+                    # a 0.5 MiB review parses in milliseconds, all on this loop, so small
+                    # reviews read meanwhile go first and wait behind at most one large one,
+                    # never behind a queue of them (issue 20 item 4).
+                    async with app[LARGE]:
+                        await asyncio.sleep(0)
+                        result = answer(
+                            body, decide, path=path, state=app[STATE], config=app[SETTINGS]
+                        )
+                else:
+                    result = answer(body, decide, path=path, state=app[STATE], config=app[SETTINGS])
         except limits.Refused as refused:
             logger.info("refused path=%s status=%s: %s", path, refused.status, refused.text.strip())
             return refused.response
@@ -210,6 +218,7 @@ def create_app(
     )
     app[SETTINGS] = config
     app[GUARD] = limits.Guard(config.limits)
+    app[LARGE] = asyncio.Lock()
     app[STATE] = state
     app[READINESS] = readiness or Readiness()
     app.router.add_post("/mutate", mutate)

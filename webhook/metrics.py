@@ -85,8 +85,20 @@ class Metrics:
     def __init__(
         self, meter: metrics.Meter, *, expiry: Callable[[], float | None] = lambda: None
     ) -> None:
-        self.requests = meter.create_counter(
+        # Counted here and read by the meter when it collects (an observable counter: the same
+        # Prometheus counter as ``create_counter`` gives). A synchronous counter's ``add`` cost
+        # each admission ~7 µs of CPU in the OpenTelemetry SDK; a dict increment costs ~0.1 µs.
+        self.counts: dict[tuple[str, str, str], int] = {}
+
+        def read_counts(_: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+            for (path, decision, outcome), count in list(self.counts.items()):
+                yield metrics.Observation(
+                    count, {"path": path, "decision": decision, "outcome": outcome}
+                )
+
+        meter.create_observable_counter(
             "kontinue.webhook.admission.requests",
+            callbacks=[read_counts],
             unit="{request}",
             description="AdmissionReviews answered, by path, decision and outcome",
         )
@@ -114,7 +126,8 @@ class Metrics:
     ) -> None:
         outcome = "error" if status >= 400 else ("allowed" if allowed else "denied")
         decision = decision_of(allowed=allowed if status < 400 else None, decided=decided)
-        self.requests.add(1, {"path": path, "decision": decision, "outcome": outcome})
+        key = (path, decision, outcome)
+        self.counts[key] = self.counts.get(key, 0) + 1
         self.duration.record(seconds, {"path": path})
 
 

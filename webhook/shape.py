@@ -16,6 +16,7 @@ validation "denied, 400" — never a 500).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from kontinue import keys
@@ -94,9 +95,19 @@ def _list(
     return value
 
 
+def _strings(items: Iterable[Any]) -> bool:
+    """Whether every item is exactly a ``str`` (what JSON gives), decided by a loop in C: for
+    a map of 20,000 annotations ~10x cheaper than testing each in Python. ``False`` says
+    nothing, the caller then looks item by item (a ``str`` subclass lands there too)."""
+    return set(map(type, items)) <= _STR
+
+
+_STR = {str}
+
+
 def _string_map(found: _Found, parent: dict[str, Any], key: str, path: str) -> None:
     value = _map(found, parent, key, path)
-    if value is None:
+    if value is None or _strings(value.values()):
         return
     for name, item in value.items():
         if not isinstance(item, str):
@@ -139,6 +150,14 @@ def _annotation_bytes(found: _Found, meta: dict[str, Any], path: str) -> None:
     ``ValidateAnnotationsSize``, ``TotalAnnotationSizeLimitB``)."""
     annotations = meta.get("annotations")
     if not isinstance(annotations, dict):
+        return
+    if _strings(annotations) and _strings(annotations.values()):
+        # the same sum as below, in C (the loop's running total only grows, so it passes the
+        # limit at some key exactly when the whole sum does)
+        if sum(map(len, annotations)) + sum(map(len, annotations.values())) > (
+            TOTAL_ANNOTATION_BYTES
+        ):
+            found.add(path, f"may not exceed {TOTAL_ANNOTATION_BYTES} bytes in all")
         return
     total = 0
     for key, value in annotations.items():
