@@ -410,7 +410,7 @@ def finalizer(
     pod: core.Pod,
     *,
     checkpoints: Iterable[checkpoint.Checkpoint],
-    eviction_pending: bool,
+    eviction_pending: bool | Callable[[], bool],
     now: datetime.datetime,
     margin: float,
     settle: float,
@@ -418,7 +418,9 @@ def finalizer(
     """The finalizer decision for one pod (rules in the module doc).
 
     ``checkpoints``: those listing this pod (by UID) as a member. ``eviction_pending``: its
-    Workload has an eviction in force whose Checkpoint does not exist yet.
+    Workload has an eviction in force whose Checkpoint does not exist yet — or a function of no
+    arguments answering that, called only when the rules get that far (the common case, a pod
+    whose Checkpoint holds its result, never needs the answer).
     """
     if not has_finalizer(pod):
         return Release(False, "no finalizer")
@@ -437,7 +439,7 @@ def finalizer(
         return Release(False, f"result not yet recorded in {names}", recheck_at=backstop)
     if owning:
         return Release(True, "result recorded in " + ", ".join(cp.name for cp in owning))
-    if eviction_pending:
+    if eviction_pending() if callable(eviction_pending) else eviction_pending:
         return Release(False, "an eviction of its Workload is being recorded", recheck_at=backstop)
     if not is_terminal(pod):
         return Release(False, "running", recheck_at=backstop)

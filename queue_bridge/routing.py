@@ -6,6 +6,12 @@ Keys are only queued while this replica leads (:attr:`Router.leading`); a new le
 a sweep of every key instead (:meth:`Router.every_key`, the queue's sweep source, added in
 batches as the queue drains: :mod:`queue_bridge.queueing`).
 
+Two small indexes of the pods, kept from the pod events (the pod at hand is parsed anyway),
+spare re-reading pods: the keys of the pods that matter to the Pod handler (:func:`pod_matters`)
+and, by lineage, the pods with a disruption. The sweep and a Workload's or Checkpoint's event
+read them instead of parsing every pod, or the lineage's pods, again (the pod cache keeps its
+objects packed: kontinue/kube/store.py).
+
 A queue or policy change re-sweeps only what it can change: the Workloads whose opt-in goes
 through it (:func:`workloads_affected`), and only when the change is one opt-in reads (labels,
 spec, creation, deletion) — not the frequent status writes of Kueue's queues.
@@ -16,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from kontinue import keys
+from kontinue import keys, lineage
 from kontinue.kube import watching
 from kontinue.models import checkpoint, core, kueue, volcano
 from kontinue.models import policy as policy_model
@@ -91,6 +97,9 @@ class Router:
         self.caches = caches
         self.queue = queue
         self.leading = False
+        # pod indexes (module doc): pod keys that matter; lineage -> pods with a disruption
+        self._matter: set[tuple[str, str]] = set()
+        self._disrupted: dict[str, set[tuple[str, str]]] = {}
         queue.set_sweep(self.every_key)
         c = caches
         c.workloads.subscribe(self._on_workload)
@@ -121,10 +130,15 @@ class Router:
         """Every key of ``kind`` the caches hold (pods: only those that matter; disruptions: one
         per disrupted pod, de-duplicated by the queue)."""
         if kind == kinds.DISRUPTION:
-            for pod in self.caches.pods.each():
-                if disruptions.has_disruption(pod):
-                    annotation = pod.metadata.annotation(keys.LINEAGE_ANNOTATION) or ""
-                    yield (kinds.DISRUPTION, pod.namespace, annotation)
+            disrupted = sorted(
+                (key, annotation) for annotation, held in self._disrupted.items() for key in held
+            )
+            for (namespace, _), annotation in disrupted:
+                yield (kinds.DISRUPTION, namespace, annotation)
+            return
+        if kind == kinds.POD:
+            for namespace, name in sorted(self._matter):
+                yield (kinds.POD, namespace, name)
             return
         cache: dict[str, watching.WatchCache[Any] | None] = {
             kinds.WORKLOAD: self.caches.workloads,
@@ -136,8 +150,6 @@ class Router:
         }
         found = cache[kind]
         for obj in found.each() if found is not None else []:
-            if kind == kinds.POD and not pod_matters(obj):
-                continue
             yield kinds.key(kind, obj)
 
     def every_key(self) -> Iterator[kinds.Key]:
@@ -178,10 +190,36 @@ class Router:
             self.add((kinds.DISRUPTION, pod.namespace, annotation))
 
     def _add_lineage_disruptions(self, owner: checkpoint.Lineage | None) -> None:
-        for pod in self.caches.lineage_pods(owner) if owner is not None else []:
-            self._add_disruption(pod)
+        if owner is None:
+            return
+        annotation = lineage.annotation_value(owner)
+        for namespace, _ in self._disrupted.get(annotation, ()):
+            self.add((kinds.DISRUPTION, namespace, annotation))
+
+    def _index_pod(self, event: watching.Event[core.Pod]) -> None:
+        """Keep the pod indexes (module doc) current with ``event``."""
+        pod = event.obj
+        key = (pod.namespace, pod.name)
+        for seen in (event.old, pod):
+            if seen is None:
+                continue
+            annotation = seen.metadata.annotation(keys.LINEAGE_ANNOTATION) or ""
+            if (held := self._disrupted.get(annotation)) is not None:
+                held.discard(key)
+                if not held:
+                    del self._disrupted[annotation]
+        self._matter.discard(key)
+        if event.type == "DELETED":
+            return
+        if pod_matters(pod):
+            self._matter.add(key)
+        if disruptions.has_disruption(pod):
+            annotation = pod.metadata.annotation(keys.LINEAGE_ANNOTATION) or ""
+            self._disrupted.setdefault(annotation, set()).add(key)
 
     def _on_workload(self, event: watching.Event[kueue.Workload]) -> None:
+        if not self.leading:  # nothing is queued (add); the new leader sweeps
+            return
         workload = event.obj
         self.add(kinds.key(kinds.WORKLOAD, workload))
         self._add_lineage_disruptions(reconciling.workload_lineage(workload))
@@ -190,6 +228,8 @@ class Router:
             self.add((kinds.JOB, workload.namespace, ref.name))
 
     def _on_checkpoint(self, event: watching.Event[checkpoint.Checkpoint]) -> None:
+        if not self.leading:
+            return
         cp = event.obj
         self.add(kinds.key(kinds.CHECKPOINT, cp))
         for member in cp.spec.members:
@@ -205,6 +245,9 @@ class Router:
                     self.add(kinds.key(kinds.POD, pod))
 
     def _on_pod(self, event: watching.Event[core.Pod]) -> None:
+        self._index_pod(event)
+        if not self.leading:
+            return
         pod = event.obj
         if event.type != "DELETED" and pod_matters(pod):
             self.add(kinds.key(kinds.POD, pod))
@@ -217,6 +260,8 @@ class Router:
             self._add_disruption(pod)
 
     def _on_job(self, event: watching.Event[core.Job]) -> None:
+        if not self.leading:
+            return
         job = event.obj
         if event.type != "DELETED":
             self.add(kinds.key(kinds.JOB, job))

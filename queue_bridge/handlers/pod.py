@@ -33,8 +33,9 @@ async def reconcile(ctx: context.Context, namespace: str, name: str) -> None:
     decision = reconciling.finalizer(
         pod,
         checkpoints=state.checkpoints_of_pod(pod.metadata.uid or ""),
-        eviction_pending=deciding.eviction_pending(state, pod)
-        or deciding.disruption_pending(state, pod),
+        eviction_pending=lambda: (
+            deciding.eviction_pending(state, pod) or deciding.disruption_pending(state, pod)
+        ),
         now=ctx.clock(),
         margin=ctx.config.finalizer_margin_seconds,
         settle=ctx.config.settle_seconds,
