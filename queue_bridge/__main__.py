@@ -6,6 +6,8 @@ configuration end it at once with one line naming the cause."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import sys
 
 from kontinue import supervision, usage
@@ -29,12 +31,32 @@ def main() -> None:
             raise SystemExit(
                 f"kontinue-bridge: no Kubernetes client configuration: {exc}"
             ) from None
+        started: asyncio.Future[app.Controller] = asyncio.get_running_loop().create_future()
+        freezing = asyncio.create_task(_freeze_once_synced(started), name="gc-freeze")
         try:
-            return await app.run(config, stop=stop, api_client=api_client)
+            return await app.run(config, stop=stop, api_client=api_client, started=started)
         finally:
+            freezing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await freezing
             await api_client.close()
 
     supervision.main("kontinue-bridge", settings.Settings.from_env, run)
+
+
+async def _freeze_once_synced(started: asyncio.Future[app.Controller]) -> None:
+    """Once the caches hold their first lists, move everything allocated so far (modules,
+    models, indexes) out of the garbage collector's reach, as the webhook does
+    (webhook/__main__.py): a collection then walks only what handling keys allocates, not the
+    whole heap (CPU per eviction, docs/benchmarks.md). Objects freed by reference counting are
+    freed as before."""
+    ctrl = await started
+    try:
+        await ctrl.caches.wait_synced()
+    except RuntimeError:  # a cache stopped before its first list: the process is ending
+        return
+    gc.collect()
+    gc.freeze()
 
 
 if __name__ == "__main__":
