@@ -8,6 +8,7 @@ Content-Type, body) and how each failure is mapped.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import inspect
 import json
 from collections.abc import AsyncIterator, Callable
@@ -333,3 +334,36 @@ async def test_requests_take_no_thread_pool_hop_and_the_proxy_env_is_read_once(
         assert not bypassed.rest_client.proxy
     finally:
         await bypassed.close()
+
+
+async def test_a_body_goes_out_as_kubernetes_asyncio_would_send_it_and_text_comes_back_as_text(
+    recorder: tuple[Recorder, api.Api],
+) -> None:
+    """The request path skips ``call_api``'s body walk (kontinue/kube/api.py): a body with a
+    date, non-ASCII text and nested lists is still sent as ``sanitize_for_serialization`` +
+    ``json.dumps`` sent it, the User-Agent is the client's, and a 2xx answer that is not JSON
+    is returned as its text, as ``ApiClient.deserialize`` returns it."""
+    rec, kube = recorder
+    when = datetime.datetime(2026, 12, 3, 10, 0, 0, tzinfo=datetime.UTC)
+    body = {
+        "metadata": {"name": "p", "namespace": "ns", "annotations": {"note": "Grüße"}},
+        "spec": {"at": when, "list": [[1, 2], {"a": None}]},
+    }
+    agents: list[str] = []
+
+    def reply(request: web.Request, raw: bytes) -> web.Response:
+        agents.append(request.headers.get("User-Agent", ""))
+        if request.method == "GET":
+            return web.Response(text="plain words", content_type="text/plain")
+        return web.json_response({"kind": "Pod", "metadata": {"name": "p"}}, status=201)
+
+    rec.reply = reply
+    created = await kube.create(resources.PODS, body)
+    assert created == {"kind": "Pod", "metadata": {"name": "p"}}
+    (sent,) = rec.requests
+    assert sent["body"] == {
+        "metadata": {"name": "p", "namespace": "ns", "annotations": {"note": "Grüße"}},
+        "spec": {"at": "2026-12-03T10:00:00+00:00", "list": [[1, 2], {"a": None}]},
+    }
+    assert await kube.get(resources.PODS, "p", namespace="ns") == "plain words"  # type: ignore[comparison-overlap]
+    assert agents[0] == kube.api_client.default_headers["User-Agent"] == agents[1]
