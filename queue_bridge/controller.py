@@ -90,7 +90,9 @@ class Controller:
                 cache_options or cacheset.CacheOptions(), resync_seconds=config.resync_seconds
             ),
         )
-        self.queue: queueing.WorkQueue[Key] = queueing.WorkQueue(max_keys=config.max_queued_keys)
+        self.queue: queueing.WorkQueue[Key] = queueing.WorkQueue(
+            max_keys=config.max_queued_keys, urgent=kinds.urgent
+        )
         self.router = routing.Router(self.caches, self.queue)
         self.metrics = instruments.Metrics(
             meter, self.caches, self.queue, lambda: self.leading, tracer=tracer

@@ -18,7 +18,15 @@ VOLCANO_JOB = "VolcanoJob"
 ADMISSION_CHECK = "AdmissionCheck"
 DISRUPTION = "Disruption"
 SWEEP_ORDER = (ADMISSION_CHECK, JOB, VOLCANO_JOB, CHECKPOINT, WORKLOAD, DISRUPTION, POD)
-"""The order of a new leader's full sweep."""
+"""The order of a new leader's full sweep (as the keys are added; urgent keys run first)."""
+URGENT = (WORKLOAD, DISRUPTION)
+"""The kinds whose handlers create Checkpoints: handed to workers before the others
+(:mod:`queue_bridge.queueing`), so a burst of evictions is not queued behind the follow-up keys
+(Checkpoint status, member pods) of its first Checkpoints."""
+
+
+def urgent(key: Key) -> bool:
+    return key[0] in URGENT
 
 
 def key(kind: str, obj: Any) -> Key:

@@ -13,13 +13,19 @@ Watch handlers only ``add(key)``; workers re-read current state for that key and
 - no key is dropped for good: with a sweep source (:meth:`WorkQueue.set_sweep`, every key the
   owner knows), a sweep adds keys in batches — as many as fit now, the next batch each time the
   queue drains to half — and a sweep that saw drops is followed by another one. A resync that
-  enqueues in a fixed order can therefore no longer lose the same tail on every pass.
+  enqueues in a fixed order can therefore no longer lose the same tail on every pass;
+- keys the owner marks urgent (``urgent``; the bridge: the keys that create Checkpoints) are
+  handed to workers before the others, each group in its own arrival order, so a burst of
+  evictions is not queued behind the follow-ups of the first ones. Only the order changes: every
+  key still runs, and handlers are level-triggered. Work that may wait can wait for the urgent
+  keys to drain (:meth:`WorkQueue.urgent_drained`, bounded).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from typing import Generic, TypeVar
@@ -38,8 +44,13 @@ class WorkQueue(Generic[K]):
         max_keys: int = 100_000,
         base_delay: float = 0.05,
         max_delay: float = 30.0,
+        urgent: Callable[[K], bool] | None = None,
     ) -> None:
         self._waiting: collections.OrderedDict[K, None] = collections.OrderedDict()
+        self._first: collections.OrderedDict[K, None] = collections.OrderedDict()  # urgent
+        self._urgent = urgent
+        self._no_urgent = asyncio.Event()
+        self._no_urgent.set()
         self._processing: set[K] = set()
         self._dirty: set[K] = set()
         self._failures: dict[K, int] = {}
@@ -60,20 +71,24 @@ class WorkQueue(Generic[K]):
         self._idle.set()
 
     def __len__(self) -> int:
-        return len(self._waiting)
+        return len(self._waiting) + len(self._first)
 
     def add(self, key: K) -> None:
         """Queue ``key`` (no-op if already waiting; re-run later if being processed now)."""
         if key in self._processing:
             self._dirty.add(key)
             return
-        if key in self._waiting:
+        if key in self._waiting or key in self._first:
             return
-        if len(self._waiting) >= self._max_keys:
+        if len(self) >= self._max_keys:
             self.dropped += 1
             self._lost += 1
             return
-        self._waiting[key] = None
+        if self._urgent is not None and self._urgent(key):
+            self._first[key] = None
+            self._no_urgent.clear()
+        else:
+            self._waiting[key] = None
         self.added += 1
         self._idle.clear()
         self._has_work.set()
@@ -105,7 +120,7 @@ class WorkQueue(Generic[K]):
                 )
                 self._sweep = iter(self._source())
                 self._lost = 0
-            while len(self._waiting) < self._max_keys:
+            while len(self) < self._max_keys:
                 try:
                     key = next(self._sweep)
                 except StopIteration:
@@ -142,10 +157,15 @@ class WorkQueue(Generic[K]):
         return float(min(self._max_delay, self._base_delay * 2 ** self._failures.get(key, 0)))
 
     async def _get(self) -> K:
-        while not self._waiting:
+        while not self._waiting and not self._first:
             self._has_work.clear()
             await self._has_work.wait()
-        key, _ = self._waiting.popitem(last=False)
+        if self._first:
+            key, _ = self._first.popitem(last=False)
+            if not self._first:
+                self._no_urgent.set()
+        else:
+            key, _ = self._waiting.popitem(last=False)
         self._processing.add(key)
         return key
 
@@ -158,12 +178,20 @@ class WorkQueue(Generic[K]):
         self._check_idle()
 
     def _refill(self) -> None:
-        if (self._sweep is not None or self._lost) and len(self._waiting) <= self._max_keys // 2:
+        if (self._sweep is not None or self._lost) and len(self) <= self._max_keys // 2:
             self._fill()
 
     def _check_idle(self) -> None:
-        if not self._waiting and not self._processing and not self._delayed:
+        if len(self) == 0 and not self._processing and not self._delayed:
             self._idle.set()
+
+    async def urgent_drained(self, within: float) -> None:
+        """Return once no urgent key is waiting, or after ``within`` seconds at most."""
+        if self._no_urgent.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                await self._no_urgent.wait()
 
     async def join(self) -> None:
         """Wait until nothing is waiting, processing or scheduled for later (tests, shutdown)."""

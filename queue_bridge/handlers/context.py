@@ -29,6 +29,8 @@ log = logging.getLogger("kontinue.bridge")
 
 WRITE_VISIBLE_SECONDS = 5.0
 """How long a lineage's lock waits for the watch cache to show our own Checkpoint write."""
+EVENT_DEFER_SECONDS = 1.0
+"""How long an Event post waits, at most, for the keys that create Checkpoints to drain."""
 Clock = Callable[[], datetime.datetime]
 
 
@@ -137,8 +139,9 @@ class Context:
     async def event(
         self, obj: dict[str, Any] | None, reason: str, message: str, type_: str = "Normal"
     ) -> None:
-        """Record an Event on ``obj`` — posted by one sender task after the handler moves on:
-        Events are never on the path from an eviction to its Checkpoint (issue 14)."""
+        """Record an Event on ``obj`` — posted by one sender task after the handler moves on,
+        once no key that creates a Checkpoint is waiting (at most :data:`EVENT_DEFER_SECONDS`
+        later): Events are never on the path from an eviction to its Checkpoint (issue 14)."""
         if obj is None:
             return
         self._outbox.append((obj, reason, message, "Warning" if type_ == "Warning" else "Normal"))
@@ -147,6 +150,8 @@ class Context:
 
     async def _send(self) -> None:
         while self._outbox:
+            # a burst of evictions first makes its Checkpoints, then tells about them (bounded)
+            await self.queue.urgent_drained(EVENT_DEFER_SECONDS)
             obj, reason, message, type_ = self._outbox.popleft()
             try:
                 await self.recorder.record(obj, reason=reason, message=message, type_=type_)

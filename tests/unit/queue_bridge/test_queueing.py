@@ -159,3 +159,42 @@ async def test_add_after_runs_the_key_later(delay: float) -> None:
         queue.add_after("later", delay)
         await asyncio.wait_for(queue.join(), 5)
     assert seen == ["later"]
+
+
+async def test_urgent_keys_run_first_in_their_order_and_every_key_still_runs() -> None:
+    queue: queueing.WorkQueue[str] = queueing.WorkQueue(urgent=lambda k: k.startswith("!"))
+    for key in ["a", "!x", "b", "!y", "c", "!x", "b"]:
+        queue.add(key)
+    assert len(queue) == 5  # de-duplicated across both groups
+    seen: list[str] = []
+
+    async def handle(key: str) -> None:
+        seen.append(key)
+        if key == "!y":
+            queue.add("!z")  # an urgent key added later overtakes the waiting others
+
+    async with running(queue, handle, workers=1):
+        await asyncio.wait_for(queue.join(), 5)
+    assert seen == ["!x", "!y", "!z", "a", "b", "c"]
+
+
+async def test_urgent_drained_waits_for_urgent_keys_but_no_longer_than_told() -> None:
+    queue: queueing.WorkQueue[str] = queueing.WorkQueue(urgent=lambda k: k.startswith("!"))
+    queue.add("plain")
+    await asyncio.wait_for(queue.urgent_drained(60), 5)  # nothing urgent: at once
+    queue.add("!evict")
+    waiter = asyncio.ensure_future(queue.urgent_drained(60))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    release = asyncio.Event()
+
+    async def handle(key: str) -> None:
+        await release.wait()
+
+    async with running(queue, handle, workers=1):
+        await asyncio.wait_for(waiter, 5)  # taken by a worker: no urgent key waits any more
+        release.set()
+        await asyncio.wait_for(queue.join(), 5)
+    queue.add("!again")
+    await asyncio.wait_for(queue.urgent_drained(0.05), 5)  # bounded: returns though one waits
+    assert len(queue) == 1
