@@ -87,6 +87,7 @@ EVENT_CHECKPOINT_FAILED: Final = "CheckpointFailed"
 EVENT_RESTORED: Final = "Restored"
 EVENT_COLD_START: Final = "ColdStart"
 EVENT_NOT_PLUMBED: Final = "NotPlumbed"
+EVENT_CHECKPOINT_VOLUME_MISSING: Final = "CheckpointVolumeMissing"
 EVENT_UNSAFE_JOB: Final = "PreemptionCountsAgainstBackoff"
 EVENT_UNSAFE_VCJOB: Final = "PreemptionEndsVolcanoJob"
 

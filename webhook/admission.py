@@ -6,9 +6,11 @@ in the rule modules, so the benchmark and the unit tests exercise exactly what i
 Mutating (``/mutate``): Pod CREATE -> :func:`mutate_pod`, ``batch/v1`` Job CREATE ->
 :func:`mutate_job`, ``batch.volcano.sh`` Job CREATE -> :func:`mutate_vcjob`; anything else
 (and every dry run of anything else) is allowed untouched.
-A pod that does not opt in gets no patch at all. A pod whose object we cannot read is allowed
-untouched with a warning rather than denied: the mutating webhook must never be the reason an
-unrelated workload cannot start (its validation is the apiserver's job).
+A pod that does not opt in gets no patch at all, and neither does an opted-in pod, Job or Volcano
+Job whose namespace lacks its policy's checkpoint claim (:mod:`webhook.claims`: plumbed, it would
+stay Pending). A pod whose object we cannot read is allowed untouched with a warning rather than
+denied: the mutating webhook must never be the reason an unrelated workload cannot start (its
+validation is the apiserver's job).
 
 Validating (``/validate``): our CRDs (422 with field paths), queue opt-in labels (422), pods'
 reserved keys (403). Requests from Kontinue's own service accounts pass the pod rules.
@@ -21,6 +23,7 @@ from typing import Any
 from kontinue import catalog, identity, keys, lineage, optin, restore_plan, workload
 from kontinue.models import base, core, errors
 from webhook import (
+    claims,
     job_plumbing,
     metrics,
     placement,
@@ -58,6 +61,17 @@ def _rendered(plan: restore_plan.Plan) -> plumbing.Restore | None:
     )
 
 
+def _claim_missing(missing: claims.Missing, kind: str) -> review.Verdict:
+    """An opted-in object left untouched because its namespace lacks the policy's claim
+    (webhook/claims.py): a warning; a pod's also a ``CheckpointVolumeMissing`` Event."""
+    return review.allow(
+        warnings=[missing.warning(kind)],
+        decision=metrics.CLAIM_MISSING,
+        why=missing.message(),
+        claim=missing.claim,
+    )
+
+
 def _not_plumbed(warning: str) -> review.Verdict:
     """An opted-in pod left untouched: a warning, and a ``NotPlumbed`` Event on its owner."""
     return review.allow(warnings=[warning], decision=metrics.NOT_PLUMBED, why=warning)
@@ -73,11 +87,14 @@ def mutate_pod(
         decision = optin.decide(optin.Marks.of(obj), namespace=namespace, state=state)
         if not decision.opted_in:
             return review.allow(warnings=decision.warnings, decision=metrics.NOT_OPTED_IN)
+        assert decision.policy is not None
+        missing = claims.missing(decision.policy, namespace=namespace, state=state)
+        if missing is not None:
+            return _claim_missing(missing, "pod")
         pod = base.parse(core.Pod, obj)
     except (errors.InvalidObject, ValueError) as exc:
         return _not_plumbed(f"kontinue: pod not plumbed: {exc}")
     pod.metadata.namespace = pod.metadata.namespace or namespace
-    assert decision.policy is not None
     try:
         pod_lineage = lineage.of_pod(pod)
     except errors.InvalidObject as exc:
@@ -149,6 +166,10 @@ def mutate_job(
     if not decision.opted_in:
         return review.allow(warnings=decision.warnings, decision=metrics.NOT_OPTED_IN)
     opted_out = optin.opted_out(meta)
+    assert decision.policy is not None
+    missing = claims.missing(decision.policy, namespace=namespace, state=state)
+    if missing is not None and not opted_out:
+        return _claim_missing(missing, "Job")
     plan = (
         job_plumbing.propagate_opt_out(obj)
         if opted_out
@@ -164,7 +185,7 @@ def mutate_job(
 def mutate_vcjob(request: review.AdmissionRequest, *, state: state_module.State) -> review.Verdict:
     """A Volcano Job in an opted-in Volcano Queue: preemption-safe lifecycle policies
     (:mod:`webhook.vcjob_plumbing`)."""
-    obj, _ = _pod_object(request)
+    obj, namespace = _pod_object(request)
     try:
         meta = optin.Marks.of(obj)
         spec = obj.get("spec") or {}
@@ -183,6 +204,10 @@ def mutate_vcjob(request: review.AdmissionRequest, *, state: state_module.State)
     if optin.opted_out(meta):
         plan = vcjob_plumbing.propagate_opt_out(obj)
         return review.allow(plan.patch, [*decision.warnings], decision=metrics.NOT_OPTED_IN)
+    assert decision.policy is not None
+    missing = claims.missing(decision.policy, namespace=namespace, state=state)
+    if missing is not None:
+        return _claim_missing(missing, "Volcano Job")
     plan = vcjob_plumbing.plumb_vcjob(obj)
     return review.allow(plan.patch, [*decision.warnings, *plan.warnings], decision=metrics.PLUMBED)
 

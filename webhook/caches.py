@@ -9,6 +9,10 @@ admission path never calls the API (docs/webhook.md). What is watched, and why:
   subscription, so a pod CREATE reads only its own lineage's few checkpoints;
 * Nodes carrying the GPU Feature Discovery product label only: the catalog asks whether some
   node can run a checkpoint's GPU fingerprint; nodes without GPU labels can never satisfy that.
+* PersistentVolumeClaims, by name only: an opted-in pod whose namespace lacks its policy's
+  claim is left untouched (webhook/claims.py). Each claim is kept as its name and namespace,
+  pruned and packed (:class:`kontinue.models.core.ClaimName`; about a hundred bytes each, against
+  a few KB for the whole object with its ``managedFields``), and only asked whether it is there.
 
 Pods and Jobs are *not* cached: the admission request carries the object.
 
@@ -19,6 +23,7 @@ not ready, so the Service sends it nothing it would answer from a half-filled ca
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from opentelemetry import metrics
@@ -27,7 +32,7 @@ from kontinue import keys
 from kontinue.kube import api as kube_api
 from kontinue.kube import cacheset, lookups, resources, watching
 from kontinue.models import checkpoint as checkpoint_model
-from kontinue.models import core, kueue, volcano
+from kontinue.models import core, kueue, pruning, volcano
 from kontinue.models import policy as policy_model
 
 KUEUE = "kueue"
@@ -55,6 +60,12 @@ class Caches(lookups.QueueLookups):
         self.policies = cache(resources.CHECKPOINT_POLICIES, policy_model.CheckpointPolicy)
         self.checkpoints = cache(resources.CHECKPOINTS, checkpoint_model.Checkpoint)
         self.gpu_nodes = cache(resources.NODES, core.Node, label_selector=keys.GPU_PRODUCT_LABEL)
+        self.claims = cache(
+            resources.PVCS,
+            core.ClaimName,
+            transform=functools.partial(pruning.prune, core.ClaimName),
+            packed=True,
+        )
         self.cluster_queues: watching.WatchCache[kueue.ClusterQueue] | None = None
         self.local_queues: watching.WatchCache[kueue.LocalQueue] | None = None
         self.volcano_queues: watching.WatchCache[volcano.Queue] | None = None
@@ -97,3 +108,6 @@ class Caches(lookups.QueueLookups):
 
     def nodes(self) -> Sequence[core.Node]:
         return self.gpu_nodes.items()
+
+    def claim_exists(self, namespace: str, name: str) -> bool | None:
+        return self.claims.has(name, namespace) if self.claims.synced else None

@@ -30,10 +30,22 @@ RESTORE = "restore"
 COLD_START = "cold_start"
 NOT_OPTED_IN = "not_opted_in"
 NOT_PLUMBED = "not_plumbed"
+CLAIM_MISSING = "claim_missing"
+"""Opted in, left untouched: the namespace lacks the policy's PersistentVolumeClaim."""
 DENIED = "denied"
 ALLOWED = "allowed"
 ERROR = "error"
-DECISIONS = (PLUMBED, RESTORE, COLD_START, NOT_OPTED_IN, NOT_PLUMBED, DENIED, ALLOWED, ERROR)
+DECISIONS = (
+    PLUMBED,
+    RESTORE,
+    COLD_START,
+    NOT_OPTED_IN,
+    NOT_PLUMBED,
+    CLAIM_MISSING,
+    DENIED,
+    ALLOWED,
+    ERROR,
+)
 """``allowed``: a request no mutating rule is about, or that validation passed."""
 
 SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)

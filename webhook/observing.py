@@ -1,6 +1,6 @@
 """What each admission request leaves behind besides its answer: a count and a latency
-(webhook/metrics.py), a span, and for an opted-in pod the webhook could not plumb or that starts
-cold, an Event on its owner (webhook/events.py).
+(webhook/metrics.py), a span, and for an opted-in pod the webhook could not plumb, that starts
+cold or whose namespace lacks its checkpoint claim, an Event on its owner (webhook/events.py).
 
 A wrapper around the ``/mutate`` and ``/validate`` handlers (:func:`observed`): the handler
 (webhook/app.py) only notes the parsed request and the verdict (:func:`note`, into a slot
@@ -87,6 +87,8 @@ class Observer:
             span.set_attribute("kontinue.admission.kind", request.kind.kind)
         if verdict.cause:
             self._restore_decision(request, verdict, span)
+        if self.events is not None and decided == metrics.CLAIM_MISSING:
+            self._claim_missing(request, verdict)
         if self.events is not None and decided in (metrics.NOT_PLUMBED, metrics.COLD_START):
             owner = metrics.owner_of(request.object, request.namespace or "")
             if owner is not None and decided == metrics.NOT_PLUMBED:
@@ -96,6 +98,30 @@ class Observer:
             elif owner is not None:
                 message = f"pods start without a checkpoint: {verdict.why}"
                 self.events.add(owner, reason=keys.EVENT_COLD_START, message=message)
+
+    def _claim_missing(self, request: review.AdmissionRequest, verdict: review.Verdict) -> None:
+        """A ``CheckpointVolumeMissing`` Warning for a pod (webhook/claims.py), at most one per
+        (namespace, claim) per the sink's quiet window: on the pod's controller (its Job), or,
+        for a pod without one, on the missing claim itself (no UID: it does not exist), so
+        ``kubectl get events -n <namespace>`` shows it either way. A Job or Volcano Job at its
+        own CREATE has no UID yet; its pods bring the Event onto it when they are created. A
+        dry run creates nothing, so it tells nothing (nor uses up the quiet window)."""
+        assert self.events is not None
+        if request.kind.group != "" or request.kind.kind != "Pod" or request.dry_run:
+            return
+        namespace = request.namespace or ""
+        involved = metrics.owner_of(request.object, namespace) or {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": verdict.claim, "namespace": namespace, "uid": ""},
+        }
+        self.events.add(
+            involved,
+            reason=keys.EVENT_CHECKPOINT_VOLUME_MISSING,
+            message=verdict.why,
+            type_="Warning",
+            once_per=(namespace, verdict.claim),
+        )
 
     def _restore_decision(
         self, request: review.AdmissionRequest, verdict: review.Verdict, admission: trace.Span

@@ -134,6 +134,8 @@ class Verdict:
     why: str = dataclasses.field(default="", compare=False)
     cause: str = dataclasses.field(default="", compare=False)
     """For a restore: the traceparent of the eviction behind its Checkpoint (tracing.py)."""
+    claim: str = dataclasses.field(default="", compare=False)
+    """For ``claim_missing``: the checkpoint claim the namespace lacks (webhook/claims.py)."""
 
 
 MAX_MESSAGE = 2048
@@ -162,9 +164,15 @@ def allow(
     decision: str = "",
     why: str = "",
     cause: str = "",
+    claim: str = "",
 ) -> Verdict:
     return Verdict(
-        patch=tuple(patch), warnings=tuple(warnings), decision=decision, why=why, cause=cause
+        patch=tuple(patch),
+        warnings=tuple(warnings),
+        decision=decision,
+        why=why,
+        cause=cause,
+        claim=claim,
     )
 
 

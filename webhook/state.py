@@ -37,6 +37,12 @@ class State(optin.Queues, Protocol):
 
     def nodes(self) -> Sequence[core.Node]: ...
 
+    def claim_exists(self, namespace: str, name: str) -> bool | None:
+        """Whether PersistentVolumeClaim ``name`` exists in ``namespace``: ``None`` while that
+        is not known (the claims are not synced), and admission then plumbs as if it did
+        (webhook/claims.py)."""
+        ...
+
 
 def _key(namespace: str, name: str) -> tuple[str, str]:
     return (namespace, name)
@@ -55,6 +61,8 @@ class Snapshot:
         default_factory=dict
     )
     node_list: list[core.Node] = dataclasses.field(default_factory=list)
+    claims: frozenset[tuple[str, str]] | None = None
+    """``(namespace, name)`` of every PersistentVolumeClaim; ``None``: not known."""
 
     @classmethod
     def of(
@@ -67,6 +75,7 @@ class Snapshot:
         policies: Iterable[policy_model.CheckpointPolicy] = (),
         checkpoints: Iterable[checkpoint_model.Checkpoint] = (),
         nodes: Iterable[core.Node] = (),
+        claims: Iterable[tuple[str, str]] | None = None,
     ) -> Snapshot:
         return cls(
             cluster_queues={q.name: q for q in cluster_queues},
@@ -76,6 +85,7 @@ class Snapshot:
             policies={p.name: p for p in policies},
             all_checkpoints={_key(c.metadata.namespace or "", c.name): c for c in checkpoints},
             node_list=list(nodes),
+            claims=frozenset(claims) if claims is not None else None,
         )
 
     def cluster_queue(self, name: str) -> kueue.ClusterQueue | None:
@@ -112,3 +122,6 @@ class Snapshot:
 
     def nodes(self) -> Sequence[core.Node]:
         return self.node_list
+
+    def claim_exists(self, namespace: str, name: str) -> bool | None:
+        return None if self.claims is None else (namespace, name) in self.claims

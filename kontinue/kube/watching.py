@@ -175,6 +175,10 @@ class WatchCache(Generic[M]):
         """The cached object, or ``None``; ``namespace`` defaults to the cache's namespace."""
         return self._store.get((namespace or self.namespace or "", name))
 
+    def has(self, name: str, namespace: str | None = None) -> bool:
+        """Whether the object is cached, without parsing it (a packed cache's cheapest read)."""
+        return self._store.entry((namespace or self.namespace or "", name)) is not None
+
     def items(self) -> list[M]:
         """Every cached object, ordered by (namespace, name); a new list the caller may keep.
 

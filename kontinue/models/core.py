@@ -1,4 +1,4 @@
-"""The fields of core Kubernetes objects Kontinue reads: Pod, Job, Node, Event.
+"""The fields of core Kubernetes objects Kontinue reads: Pod, Job, Node, a claim's name.
 
 Only named fields are typed; everything else rides along (``extra="allow"``) so a patch built
 from a model never drops a field a newer Kubernetes added.
@@ -144,3 +144,15 @@ class NodeStatus(base.UpstreamModel):
 class Node(base.KubeObject):
     spec: dict[str, Any] | None = None
     status: NodeStatus | None = None
+
+
+class NameOnly(base.UpstreamModel):
+    name: str | None = None
+    namespace: str | None = None
+
+
+class ClaimName(base.UpstreamModel):
+    """A PersistentVolumeClaim as the webhook keeps it: its name and namespace, nothing else
+    (webhook/caches.py asks only whether a policy's claim exists in a namespace)."""
+
+    metadata: NameOnly = pydantic.Field(default_factory=NameOnly)

@@ -36,6 +36,7 @@ USES: dict[tuple[str, str, str, str], str] = {
             ("kontinue.dev", "checkpoints"),
             ("kontinue.dev", "checkpointpolicies"),
             ("", "nodes"),
+            ("", "persistentvolumeclaims"),
             ("kueue.x-k8s.io", "clusterqueues"),
             ("kueue.x-k8s.io", "localqueues"),
             ("scheduling.volcano.sh", "queues"),

@@ -112,6 +112,19 @@ def test_volcano_only_bridge_leads_and_checkpoints_a_volcano_eviction(
 
         # A Volcano workload in an opted-in Queue: vcjob, PodGroup, and the PVC the policy names.
         plane.kubectl("create", "namespace", ns)
+        # first the claim: without it the webhook leaves the workload alone (webhook/claims.py)
+        _apply(
+            plane,
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "kontinue", "namespace": ns},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            },
+        )
         queue = fixtures.load_one(VOLCANO_CRDS.parent / "examples" / "queue-checkpoint-optin.yaml")
         queue["metadata"]["name"] = f"q-{secrets.token_hex(3)}"
         _apply(plane, queue)
@@ -169,15 +182,6 @@ def test_volcano_only_bridge_leads_and_checkpoints_a_volcano_eviction(
                 "kind": "PodGroup",
                 "metadata": {"name": group, "namespace": ns, "ownerReferences": [owner]},
                 "spec": {"minMember": 1, "queue": queue["metadata"]["name"]},
-            },
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": {"name": "kontinue", "namespace": ns},
-                "spec": {
-                    "accessModes": ["ReadWriteMany"],
-                    "resources": {"requests": {"storage": "1Gi"}},
-                },
             },
         )
         # The vc-controller's pod, bound by the scheduler; the real webhook plumbs it.

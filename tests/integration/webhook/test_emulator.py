@@ -28,7 +28,7 @@ from emulator.apiserver import server
 from emulator.demo import install
 from kontinue import keys, lineage
 from kontinue import restore as restore_program
-from kontinue.kube import api, cacheset, errors, resources, watching
+from kontinue.kube import api, cacheset, errors, interface, resources, watching
 from kontinue.models import checkpoint
 from tests import fixtures
 from tests.unit.webhook import support
@@ -76,6 +76,7 @@ async def cluster() -> AsyncIterator[Cluster]:
             resources.NAMESPACES,
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
         )
+        await claim(admin, NS)  # the default policy's checkpoint claim (webhook/claims.py)
         await admin.create(  # the recorded Job's pods use it
             resources.PRIORITY_CLASSES,
             {
@@ -100,6 +101,22 @@ async def cluster() -> AsyncIterator[Cluster]:
             yield running
         finally:
             await install.shut_down([hook], timeout=10)
+
+
+async def claim(admin: interface.Client, namespace: str, name: str = "kontinue") -> None:
+    await admin.create(
+        resources.PVCS,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+        namespace=namespace,
+    )
 
 
 async def _ready(cluster: Cluster, serving: asyncio.Task[int]) -> bool:
@@ -169,7 +186,7 @@ def _job() -> Obj:
     return job
 
 
-def _pod_for(job: Obj) -> Obj:
+def _pod_for(job: Obj, namespace: str = NS) -> Obj:
     """The pod the job controller creates once Kueue admitted the Job (labels stamped)."""
     template = copy.deepcopy(job["spec"]["template"])
     meta = template["metadata"]
@@ -183,7 +200,7 @@ def _pod_for(job: Obj) -> Obj:
     meta.update(
         {
             "generateName": job["metadata"]["name"] + "-",
-            "namespace": NS,
+            "namespace": namespace,
             "finalizers": [keys.JOB_TRACKING_FINALIZER],
             "ownerReferences": [
                 {
@@ -303,6 +320,79 @@ async def test_a_bare_pod_with_the_checkpoint_finalizer_is_refused(cluster: Clus
     bare["metadata"] = {"name": "bare", "namespace": NS, "finalizers": [keys.CHECKPOINT_FINALIZER]}
     with pytest.raises(errors.Forbidden, match="metadata.finalizers"):
         await cluster.admin.create(resources.PODS, bare)
+
+
+async def test_without_its_claim_a_namespace_gets_untouched_pods_and_a_warning_event(
+    cluster: Cluster,
+) -> None:
+    """webhook/claims.py through the emulator: in a namespace without the default policy's
+    claim an opted-in Job and its pod are admitted untouched (nothing that would keep the pod
+    Pending) and a ``CheckpointVolumeMissing`` Warning lands on the Job; once the claim exists,
+    the next pod is plumbed with it."""
+    bare = "team-b"
+    await cluster.admin.create(
+        resources.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": bare}}
+    )
+    await cluster.admin.create(  # before team-a's: the cache sees it first (one watch, in order)
+        resources.LOCAL_QUEUES,
+        {
+            "apiVersion": resources.LOCAL_QUEUES.api_version,
+            "kind": "LocalQueue",
+            "metadata": {"name": "team-a", "namespace": bare},
+            "spec": {"clusterQueue": "cq-gpu"},
+        },
+    )
+    await _queues(cluster)
+
+    async def caught_up() -> bool:
+        dry = await cluster.admin.create(resources.JOBS, _job(), dry_run=True)
+        return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
+
+    await eventually(caught_up, within=20, what="the webhook's view of the queues")
+    body = _job()
+    body["metadata"]["namespace"] = bare
+    job = await cluster.admin.create(resources.JOBS, body)
+    assert job["spec"].get("podReplacementPolicy") != "Failed"
+    assert "podFailurePolicy" not in job["spec"]
+    assert "initContainers" not in job["spec"]["template"]["spec"]
+
+    pod = await cluster.job_controller.create(resources.PODS, _pod_for(job, bare))
+    meta, spec = pod["metadata"], pod["spec"]
+    assert keys.LINEAGE_ANNOTATION not in (meta.get("annotations") or {})
+    assert keys.PLUMBED_LABEL not in meta["labels"]
+    assert meta["finalizers"] == [keys.JOB_TRACKING_FINALIZER]
+    assert "initContainers" not in spec
+    assert all(v["name"] != keys.CHECKPOINT_VOLUME for v in spec.get("volumes") or [])
+    assert keys.ENV_CHECKPOINT_DIR not in _env(spec["containers"][0])
+
+    async def warned() -> list[Obj]:
+        listed = await cluster.admin.list(resources.EVENTS, namespace=bare)
+        return [e for e in listed["items"] if e["reason"] == keys.EVENT_CHECKPOINT_VOLUME_MISSING]
+
+    await eventually(warned, within=20, what="the CheckpointVolumeMissing Event")
+    (event,) = await warned()
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["kind"] == "Job"
+    assert event["involvedObject"]["uid"] == job["metadata"]["uid"]
+    assert f'namespace "{bare}" has no PersistentVolumeClaim "kontinue"' in event["message"]
+    assert 'CheckpointPolicy "default"' in event["message"]
+
+    await claim(cluster.admin, bare)
+
+    async def plumbed() -> bool:
+        dry = await cluster.job_controller.create(resources.PODS, _pod_for(job, bare), dry_run=True)
+        return keys.PLUMBED_LABEL in dry["metadata"]["labels"]
+
+    await eventually(plumbed, within=20, what="the webhook's view of the new claim")
+    pod = await cluster.job_controller.create(resources.PODS, _pod_for(job, bare))
+    assert {
+        "name": keys.CHECKPOINT_VOLUME,
+        "persistentVolumeClaim": {"claimName": "kontinue"},
+    } in pod["spec"]["volumes"]
+    assert pod["metadata"]["finalizers"] == [
+        keys.JOB_TRACKING_FINALIZER,
+        keys.CHECKPOINT_FINALIZER,
+    ]
 
 
 async def test_denials_reach_the_client_with_their_code(cluster: Cluster) -> None:

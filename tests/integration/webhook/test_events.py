@@ -1,16 +1,21 @@
 """webhook/events.py against the API emulator over real HTTP: many occurrences of one Event
-become one object whose ``count`` adds up, written at flush time, never per admission."""
+become one object whose ``count`` adds up, written at flush time, never per admission; a missing
+checkpoint claim is told once per namespace and claim per quiet window (webhook/observing.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+from opentelemetry import trace
 
 from emulator.apiserver import server
 from kontinue import keys
 from kontinue.kube import api, client, resources
-from webhook import events
+from tests.unit.webhook import support
+from webhook import claims, events, metrics, observing, review
 
 JOB = {
     "apiVersion": "batch/v1",
@@ -29,7 +34,7 @@ async def kube() -> AsyncIterator[api.Api]:
             await api_client.close()
 
 
-async def _events(kube: api.Api) -> list[dict[str, object]]:
+async def _events(kube: api.Api) -> list[dict[str, Any]]:
     listed = await kube.list(resources.EVENTS, namespace="default")
     return list(listed["items"])
 
@@ -75,3 +80,75 @@ async def test_the_pending_set_is_bounded(kube: api.Api) -> None:
         "reason 1",
         "reason 2",
     ]
+
+
+def _claim_missing_request(namespace: str, owner: str | None) -> review.AdmissionRequest:
+    meta: dict[str, Any] = {"generateName": "train-", "namespace": namespace}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta}
+    if owner is not None:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": owner,
+                "uid": f"{owner}-uid",
+                "controller": True,
+            }
+        ]
+    body = support.request_for(pod, namespace=namespace)
+    return review.parse(json.dumps(body).encode()).request
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_missing_claim_is_one_warning_per_namespace_and_claim_per_quiet_window(
+    kube: api.Api,
+) -> None:
+    clock = Clock()
+    sink = events.EventSink(kube, instance="webhook-0", quiet_seconds=300, clock=clock)
+    observer = observing.Observer(events=sink)
+    missing = claims.Missing(namespace="default", claim="kontinue", policy="default")
+    verdict = review.allow(
+        warnings=[missing.warning("pod")],
+        decision=metrics.CLAIM_MISSING,
+        why=missing.message(),
+        claim="kontinue",
+    )
+    span = trace.NoOpTracer().start_span("test")
+    # 30 pods of two Jobs, then a bare pod: one Event, on the first pod's Job
+    for index in range(30):
+        request = _claim_missing_request("default", "train" if index < 20 else "other")
+        observer.finished("/mutate", request, verdict, 200, 0.001, span)
+    observer.finished("/mutate", _claim_missing_request("default", None), verdict, 200, 0.0, span)
+    await sink.flush()
+    (event,) = await _events(kube)
+    first = event["metadata"]["name"]
+    assert event["reason"] == keys.EVENT_CHECKPOINT_VOLUME_MISSING
+    assert event["type"] == "Warning"
+    assert event["count"] == 1
+    assert event["involvedObject"]["kind"] == "Job"
+    assert event["involvedObject"]["name"] == "train"
+    assert event["message"] == missing.message()
+    assert 'no PersistentVolumeClaim "kontinue"' in str(event["message"])
+
+    # after the quiet window the next pod tells again; a pod without an owner, on the claim
+    clock.now += 301
+    observer.finished("/mutate", _claim_missing_request("default", None), verdict, 200, 0.0, span)
+    observer.finished(
+        "/mutate", _claim_missing_request("default", "train"), verdict, 200, 0.0, span
+    )
+    await sink.flush()
+    (on_claim,) = [e for e in await _events(kube) if e["metadata"]["name"] != first]
+    involved = on_claim["involvedObject"]
+    assert (involved["kind"], involved["name"], involved["namespace"]) == (
+        "PersistentVolumeClaim",
+        "kontinue",
+        "default",
+    )
+    assert on_claim["metadata"]["namespace"] == "default"

@@ -5,6 +5,7 @@ expiry is the served certificate's ``notAfter``, and the exposition passes the n
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
 import io
 import json
@@ -45,9 +46,15 @@ async def test_admissions_are_counted_by_decision_and_scraped_over_https(
     forged = support.kueue_pod()
     forged["metadata"].setdefault("annotations", {})[keys.RESTORE_FROM_ANNOTATION] = "cp-x"
     tel = telemetry.setup("kontinue-webhook", environ={})
-    async with conftest.running_webhook(bundle, _snapshot(), tel=tel) as server:
+    # the default policy's claim exists in "default" only (webhook/claims.py)
+    snap = dataclasses.replace(_snapshot(), claims=frozenset({("default", "kontinue")}))
+    async with conftest.running_webhook(bundle, snap, tel=tel) as server:
         for pod in (restored, restored, cold, orphan, plain):
             assert await _post(server, "/mutate", support.request_for(pod)) == 200
+        elsewhere = copy.deepcopy(cold)
+        elsewhere["metadata"]["namespace"] = "no-claim"
+        unclaimed = support.request_for(elsewhere, namespace="no-claim")
+        assert await _post(server, "/mutate", unclaimed) == 200
         assert await _post(server, "/validate", support.request_for(forged)) == 200
         assert await _post(server, "/validate", support.request_for(plain)) == 200
         assert await _post(server, "/mutate", b"<xml/>") == 400
@@ -61,6 +68,7 @@ async def test_admissions_are_counted_by_decision_and_scraped_over_https(
         ("/mutate", "restore", "allowed"): 2,
         ("/mutate", "cold_start", "allowed"): 1,
         ("/mutate", "not_plumbed", "allowed"): 1,
+        ("/mutate", "claim_missing", "allowed"): 1,
         ("/mutate", "not_opted_in", "allowed"): 1,
         ("/mutate", "error", "error"): 1,
         ("/validate", "denied", "denied"): 1,
@@ -73,7 +81,7 @@ async def test_admissions_are_counted_by_decision_and_scraped_over_https(
     }
     assert counted == expected
     duration = "kontinue_webhook_admission_duration_seconds_count"
-    assert promlint.value(text, duration, path="/mutate") == 6
+    assert promlint.value(text, duration, path="/mutate") == 7
     assert promlint.value(text, duration, path="/validate") == 2
     served = x509.load_pem_x509_certificate(bundle.serving.cert_pem).not_valid_after_utc
     expiry = promlint.value(text, "kontinue_webhook_certificate_expiry_timestamp_seconds")
