@@ -176,7 +176,11 @@ async def status(args: argparse.Namespace, kube: kube_api.Api, namespace: str, o
     del namespace  # status is cluster-wide
     world = await gathering.gather(kube, namespace=None, what=[gathering.QUEUES])
     queues = health.opted_in_queues(world)
-    target = health.probe_target(queues)
+    pvcs = {
+        (ns, claim): await _get(kube, resources.PVCS, claim, namespace=ns)
+        for ns, claim in health.claims_needed(queues)
+    }
+    target = health.probe_target(queues, pvcs)
     probe: health.Probe | None = None
     if target is not None:
         try:
@@ -201,10 +205,6 @@ async def status(args: argparse.Namespace, kube: kube_api.Api, namespace: str, o
         kube, resources.LEASES, health.BRIDGE_LEASE, namespace=health.SYSTEM_NAMESPACE
     )
     lines += health.leader_lines(lease, now=_now())
-    pvcs = {
-        (ns, claim): await _get(kube, resources.PVCS, claim, namespace=ns)
-        for ns, claim in health.claims_needed(queues)
-    }
     lines += health.queue_lines(queues, pvcs)
     for what, why in sorted(world.unreadable.items()):
         lines.append(health.Line(False, what, f"cannot list: {why}", "ask for list RBAC"))

@@ -118,9 +118,22 @@ def _opted(
     return OptedIn(system, name, policy_name, chosen, feeds)
 
 
-def probe_target(queues: Sequence[OptedIn]) -> Feed | None:
-    """The first Kueue feed (a pod labelled with its LocalQueue is plumbed), else Volcano's."""
-    feeds = [f for q in queues if q.policy is not None for f in q.feeds]
+def probe_target(
+    queues: Sequence[OptedIn], pvcs: Mapping[tuple[str, str], Obj | None] | None = None
+) -> Feed | None:
+    """The first Kueue feed (a pod labelled with its LocalQueue is plumbed), else Volcano's.
+
+    With ``pvcs`` (:func:`claims_needed` looked up), a feed whose namespace lacks its policy's
+    claim is passed over: the webhook rightly leaves pods there alone (webhook/claims.py), so a
+    probe there says nothing about the webhook; the queue line reports the claim."""
+
+    def usable(queue: OptedIn, feed: Feed) -> bool:
+        storage = queue.policy.spec.storage.pvc if queue.policy is not None else None
+        if pvcs is None or storage is None:
+            return True
+        return pvcs.get((feed.namespace, storage.claim_name)) is not None
+
+    feeds = [f for q in queues if q.policy is not None for f in q.feeds if usable(q, f)]
     return next((f for f in feeds if f.local_queue), feeds[0] if feeds else None)
 
 
@@ -130,7 +143,8 @@ def webhook_lines(probe: Probe | None) -> list[Line]:
             Line(
                 False,
                 "webhook",
-                "not probed: no namespace feeds an opted-in queue with a policy",
+                "not probed: no namespace feeds an opted-in queue with a policy (and, for a "
+                "PVC policy, has its claim)",
                 "opt a queue in (kubectl kontinue enable clusterqueue NAME) and give it a "
                 "LocalQueue in the namespace your jobs run in",
             )
@@ -316,7 +330,8 @@ def _storage_line(
         return Line(
             False,
             where,
-            f"PersistentVolumeClaim {claim} does not exist: pods there cannot start plumbed",
+            f"PersistentVolumeClaim {claim} does not exist: the webhook leaves opted-in pods "
+            "there untouched, without checkpoints (a CheckpointVolumeMissing Event says so)",
             f"create a ReadWriteMany PVC {claim} in {namespace} (docs/install.md, Storage)",
         )
     modes = (pvc.get("spec") or {}).get("accessModes") or []

@@ -146,7 +146,13 @@ def test_queue_lines_follow_queue_policy_namespace_claim() -> None:
     (_, missing) = health.queue_lines(queues, {("ns1", "c"): None})
     assert not missing.ok
     assert "does not exist" in missing.text
+    assert "leaves opted-in pods there untouched" in missing.text
     assert "create a ReadWriteMany PVC c in ns1" in missing.fix
+    # the webhook rightly leaves pods alone where the claim is missing: no probe there
+    assert health.probe_target(queues, {("ns1", "c"): rwx}) == health.Feed(
+        "Kueue", "cq", "ns1", "lq"
+    )
+    assert health.probe_target(queues, {("ns1", "c"): None}) is None
 
 
 def test_a_missing_policy_is_one_failing_line_and_no_probe() -> None:
