@@ -4,8 +4,8 @@ Run: ``python -m benchmarks.bench_claim_cache`` (``make bench``; a few seconds).
 asserts nothing. ``--claims`` changes the count.
 
 Each claim is shaped like a bound EFS claim from a real apiserver (``managedFields``, provisioner
-annotations, spec and status). Each is folded into a :class:`kontinue.kube.watching.WatchCache`
-store the way the webhook's cache (webhook/caches.py) folds a listed object — pruned to
+annotations, spec and status). Each is folded into a watch cache's store (kontinue/kube/store.py)
+the way the webhook's cache (webhook/caches.py) folds a listed object — pruned to
 :class:`kontinue.models.core.ClaimName` and packed — and, for comparison, kept as the same model
 without the prune. ``tracemalloc`` measures what the store retains (the raw objects are made
 before tracing starts, as a list response's would be freed after the fold).
@@ -86,9 +86,9 @@ def retained(count: int, *, slim: bool) -> int:
     gc.collect()
     tracemalloc.start()
     for key, raw in zip(keys, raws, strict=True):
-        entry = cache._parse(key, raw, keep=False)
+        entry = cache._store.admit(key, raw, keep=False)
         assert entry is not None
-        cache._store[key] = entry
+        cache._store.put(key, entry)
     gc.collect()
     current, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
