@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kontinue import keys
+from kontinue.models import base
 from kontinue.models import policy as policy_model
 from kubectl_kontinue import gathering, printing
 
@@ -231,8 +232,7 @@ def ca_bundle_lines(configurations: Mapping[str, Obj | None], secret: Obj | None
 def _time(value: Any) -> datetime.datetime | None:
     if not value:
         return None
-    parsed = datetime.datetime.fromisoformat(str(value))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+    return base.parse_time(str(value))
 
 
 def leader_lines(lease: Obj | None, *, now: datetime.datetime) -> list[Line]:

@@ -157,21 +157,16 @@ def _pod_entry(pod: core.Pod) -> Entry | None:
     return None
 
 
-def _parse_time(value: str) -> datetime.datetime:
-    parsed = datetime.datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
-
-
 def _event_time(event: Obj) -> datetime.datetime | None:
     for field in ("lastTimestamp", "eventTime", "firstTimestamp"):
         value = event.get(field) or ((event.get("series") or {}).get("lastObservedTime"))
         if value:
             try:
-                return _parse_time(str(value))
+                return base.parse_time(str(value))
             except ValueError:
                 continue
     created = (event.get("metadata") or {}).get("creationTimestamp")
-    return _parse_time(str(created)) if created else None
+    return base.parse_time(str(created)) if created else None
 
 
 def _event_entries(item: lineages.Lineage, events: list[Obj]) -> list[Entry]:

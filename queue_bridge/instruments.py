@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from opentelemetry import metrics, trace
 
 from kontinue import keys, restore, telemetry, tracing
-from kontinue.models import checkpoint, core
+from kontinue.models import base, checkpoint, core
 from queue_bridge import caches as caches_module
 from queue_bridge import kinds, queueing
 
@@ -137,7 +137,7 @@ def _time(value: object) -> datetime.datetime | None:
         return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
     if isinstance(value, str):
         try:
-            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return base.parse_time(value)
         except ValueError:
             return None
     return None

@@ -24,6 +24,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from kontinue.kube import api, errors, resources
+from kontinue.models import base
 
 logger = logging.getLogger("kontinue.bridge.leader")
 
@@ -36,7 +37,7 @@ def format_micro_time(value: datetime.datetime) -> str:
 def parse_time(value: str | None) -> datetime.datetime | None:
     if not value:
         return None
-    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return base.parse_time(value)
 
 
 @dataclasses.dataclass(frozen=True)

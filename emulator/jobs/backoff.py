@@ -18,9 +18,10 @@ finished or deleted); times are wall-clock seconds, from the pods' second-resolu
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from kontinue.models import base
 
 DEFAULT_SECONDS = 10.0  # DefaultJobPodFailureBackOff
 MAX_SECONDS = 600.0  # MaxJobPodFailureBackOff
@@ -37,7 +38,7 @@ class Record:
 def _seconds(value: str | None) -> float | None:
     if not value:
         return None
-    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return base.parse_time(value).timestamp()
 
 
 def finished_time(pod: Mapping[str, Any]) -> float:

@@ -23,6 +23,13 @@ def format_time(value: datetime.datetime) -> str:
     return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_time(value: str) -> datetime.datetime:
+    """``metav1.Time`` / ``metav1.MicroTime`` text (RFC 3339, ``Z`` or an offset) as an aware
+    datetime; a value without an offset is taken as UTC. ``ValueError`` if it is not one."""
+    parsed = datetime.datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+
+
 Time = Annotated[datetime.datetime, pydantic.PlainSerializer(format_time, return_type=str)]
 """``metav1.Time``: parsed to an aware datetime, written back as ``2026-01-02T03:04:05Z``."""
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from emulator.apiserver import server, store
 from kontinue import keys
+from kontinue.models import base
 
 Obj = dict[str, Any]
 PODS = ("", "pods")
@@ -238,4 +239,4 @@ def _identity(member: Obj) -> str:
 
 
 def _seconds(stamp: str) -> float:
-    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return base.parse_time(stamp).timestamp()

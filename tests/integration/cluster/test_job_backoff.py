@@ -10,6 +10,7 @@ from pathlib import Path
 from emulator import cluster, nodes
 from kontinue import keys
 from kontinue.kube import resources
+from kontinue.models import base
 from tests.integration.cluster import recording, workloads
 from tests.waiting import eventually
 
@@ -17,7 +18,7 @@ BASE = 3.0
 
 
 def _at(value: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return base.parse_time(value)
 
 
 async def test_an_evicted_pod_is_replaced_only_after_the_backoff(tmp_path: Path) -> None:
