@@ -26,6 +26,7 @@ import copy
 from typing import Any
 
 from emulator.demo import timeline
+from emulator.volcano import objects
 from kontinue import keys
 from kontinue.kube import resources
 
@@ -68,21 +69,15 @@ def _volcano_queue(name: str, total_gpus: int, *, deserved: int) -> Obj:
     """``deserved`` names every resource the pods request: the capacity plugin counts one left
     out as nothing deserved, so a queue could never reclaim for a pod requesting it."""
     share = deserved / total_gpus
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": name},
-        "spec": {
-            "weight": 1,
-            "reclaimable": True,
-            "capability": {keys.GPU_RESOURCE: str(total_gpus), "cpu": "64", "memory": "256Gi"},
-            "deserved": {
-                keys.GPU_RESOURCE: str(deserved),
-                "cpu": str(int(64 * share)),
-                "memory": f"{int(256 * share)}Gi",
-            },
+    return objects.queue(
+        name,
+        capability={keys.GPU_RESOURCE: str(total_gpus), "cpu": "64", "memory": "256Gi"},
+        deserved={
+            keys.GPU_RESOURCE: str(deserved),
+            "cpu": str(int(64 * share)),
+            "memory": f"{int(256 * share)}Gi",
         },
-    }
+    )
 
 
 def opted_in_queue(system: str, cluster_queue: str) -> tuple[resources.Resource, str]:
@@ -103,19 +98,11 @@ def job(
     priority = role is timeline.Role.PRIORITY
     if priority:  # Volcano's reclaim ignores priority: keep priority work off its victim list
         template.setdefault("metadata", {}).setdefault("annotations", {})[PREEMPTABLE] = "false"
-    return resources.VOLCANO_JOBS, {
-        "apiVersion": f"{keys.VOLCANO_BATCH_GROUP}/v1alpha1",
-        "kind": "Job",
-        "metadata": {
-            "name": batch["metadata"]["name"],
-            "namespace": batch["metadata"]["namespace"],
-        },
-        "spec": {
-            "schedulerName": "volcano",
-            "queue": PROD if priority and index % 2 == 0 else SCAVENGE,
-            "minAvailable": 1,
-            "priorityClassName": role.value,
-            "policies": [] if priority else copy.deepcopy(SCAVENGER_POLICIES),
-            "tasks": [{"name": "train", "replicas": 1, "template": template}],
-        },
-    }
+    return resources.VOLCANO_JOBS, objects.job(
+        batch["metadata"]["name"],
+        batch["metadata"]["namespace"],
+        queue=PROD if priority and index % 2 == 0 else SCAVENGE,
+        tasks=[objects.task("train", template)],
+        priority=role.value,
+        policies=[] if priority else SCAVENGER_POLICIES,
+    )

@@ -23,6 +23,7 @@ from typing import Any
 
 from emulator import cluster, gpus, nodes
 from emulator.demo import install
+from emulator.volcano import objects
 from kontinue import keys
 from kontinue.kube import cacheset, resources
 from kontinue.models import checkpoint
@@ -51,17 +52,12 @@ POLICY: Obj = {
 
 def queue(name: str, *, deserved: int, opted_in: bool = False) -> Obj:
     labels = {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: "dev"} if opted_in else {}
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "weight": 1,
-            "reclaimable": True,
-            "capability": {keys.GPU_RESOURCE: "2"},
-            "deserved": {keys.GPU_RESOURCE: str(deserved)},
-        },
-    }
+    return objects.queue(
+        name,
+        capability={keys.GPU_RESOURCE: "2"},
+        deserved={keys.GPU_RESOURCE: str(deserved)},
+        labels=labels,
+    )
 
 
 def trainer(*, steps: int, gpus_each: int) -> Obj:
@@ -83,25 +79,16 @@ def trainer(*, steps: int, gpus_each: int) -> Obj:
 def vcjob(name: str, queue_name: str, container: Obj, *, priority: str, replicas: int = 1) -> Obj:
     spec = workloads.pod_spec(container, grace=GRACE)
     spec.pop("volumes")
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "schedulerName": "volcano",
-            "queue": queue_name,
-            "minAvailable": replicas,
-            "priorityClassName": priority,
-            "policies": [dict(p) for p in USER_POLICIES],
-            "tasks": [
-                {
-                    "name": "train",
-                    "replicas": replicas,
-                    "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
-                }
-            ],
-        },
-    }
+    template = {"metadata": {"labels": {"app": name}}, "spec": spec}
+    return objects.job(
+        name,
+        NS,
+        queue=queue_name,
+        tasks=[objects.task("train", template, replicas=replicas)],
+        priority=priority,
+        policies=USER_POLICIES,
+        min_available=replicas,
+    )
 
 
 class VolcanoSystem:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from emulator import cluster, gpus, nodes
+from emulator.volcano import objects
 from kontinue import checkpoint_format, keys
 from kontinue.kube import resources
 from reference_workload import trainer
@@ -23,43 +24,27 @@ NS = "default"
 
 
 def queue(name: str, *, gpus_cap: int, deserved: int) -> Obj:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": name},
-        "spec": {
-            "weight": 1,
-            "reclaimable": True,
-            "capability": {"nvidia.com/gpu": str(gpus_cap)},
-            "deserved": {"nvidia.com/gpu": str(deserved)},
-        },
-    }
+    return objects.queue(
+        name,
+        capability={keys.GPU_RESOURCE: str(gpus_cap)},
+        deserved={keys.GPU_RESOURCE: str(deserved)},
+    )
 
 
 def vcjob(name: str, queue_name: str, container: Obj, *, priority: str, grace: int = 5) -> Obj:
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "schedulerName": "volcano",
-            "queue": queue_name,
-            "minAvailable": 1,
-            "maxRetry": 5,
-            "priorityClassName": priority,
-            "policies": [{"event": "PodEvicted", "action": "RestartJob"}],
-            "tasks": [
-                {
-                    "name": "train",
-                    "replicas": 1,
-                    "template": {
-                        "metadata": {"labels": {"app": name}},
-                        "spec": workloads.pod_spec(container, grace=grace),
-                    },
-                }
-            ],
-        },
+    template = {
+        "metadata": {"labels": {"app": name}},
+        "spec": workloads.pod_spec(container, grace=grace),
     }
+    return objects.job(
+        name,
+        NS,
+        queue=queue_name,
+        tasks=[objects.task("train", template)],
+        priority=priority,
+        policies=[{"event": "PodEvicted", "action": "RestartJob"}],
+        max_retry=5,
+    )
 
 
 @pytest.fixture
