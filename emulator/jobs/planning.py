@@ -32,6 +32,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from emulator import owners
 from emulator.jobs import accounting
 from kontinue import keys
 
@@ -104,16 +105,7 @@ def pod_from_template(job: Mapping[str, Any], *, index: int | None = None) -> Ob
     pod_meta: Object = {"generateName": generate, "namespace": meta["namespace"], "labels": labels}
     if annotations:
         pod_meta["annotations"] = annotations
-    pod_meta["ownerReferences"] = [
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "name": meta["name"],
-            "uid": meta["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
+    pod_meta["ownerReferences"] = [owners.controller_ref(job)]
     pod_meta["finalizers"] = [
         *(template_meta.get("finalizers") or []),
         keys.JOB_TRACKING_FINALIZER,

@@ -16,6 +16,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from emulator import owners
 from emulator.kueue import quantity
 from kontinue import keys
 
@@ -85,16 +86,7 @@ def for_job(job: Object, *, priority_value: int, priority_class_ref: Object | No
             "name": name_for(meta["name"], meta["uid"]),
             "namespace": meta["namespace"],
             "labels": {JOB_UID_LABEL: meta["uid"]},
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owners.controller_ref(job)],
         },
         "spec": spec,
     }

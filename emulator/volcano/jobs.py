@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from emulator import owners
 from kontinue import keys
 
 Object = dict[str, Any]
@@ -32,14 +33,7 @@ def podgroup_name(job: Object) -> str:
 
 
 def _owner(job: Object) -> Object:
-    return {
-        "apiVersion": BATCH,
-        "kind": "Job",
-        "name": job["metadata"]["name"],
-        "uid": job["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return owners.controller_ref(job, api_version=BATCH)
 
 
 def min_available(job: Object) -> int:

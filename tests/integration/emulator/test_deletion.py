@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from emulator import owners
 from emulator.apiserver import deletion, kinds, server
 from kontinue.kube import api, errors, resources
 from tests.integration.emulator.conftest import pod
@@ -128,14 +129,7 @@ def job(name: str) -> dict[str, Any]:
 
 async def _job_with_pods(kube: api.Api) -> dict[str, Any]:
     created = await kube.create(resources.JOBS, job("j"))
-    owner = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "name": "j",
-        "uid": created["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    owner = owners.controller_ref(created)
     await kube.create(resources.PODS, pod("j-1", ownerReferences=[owner]))
     await kube.create(resources.PODS, pod("j-2", node=None, ownerReferences=[owner]))
     await kube.create(resources.PODS, pod("unrelated"))
