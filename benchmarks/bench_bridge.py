@@ -59,18 +59,19 @@ from typing import Any
 
 import aiohttp
 
+from emulator import owners
 from emulator.apiserver import server
 from kontinue import keys, lineage
-from kontinue.kube import api, resources
+from kontinue.kube import resources
 from kontinue.models import base, checkpoint
-from tests import fixtures
+from tests import fixtures, kueue_writes
 
 Obj = dict[str, Any]
 NS = "team-a"
 SYSTEM = "kontinue-system"
 BRIDGE_USER = f"system:serviceaccount:{SYSTEM}:kontinue-bridge"
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
-KUEUE_USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
+KUEUE_USER = kueue_writes.USER
 PODS_PER_WORKLOAD = 5
 CRDS = [
     *sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")),
@@ -78,21 +79,6 @@ CRDS = [
 ]
 RECORDED_POD = fixtures.FIXTURES / "bridge/kubelet-sigterm-saved.json"
 IDLE_SECONDS = 3.0
-MESSAGE = (
-    "Preempted to accommodate a workload (UID: 9a9a, JobUID: 8b8b) due to prioritization in "
-    "the ClusterQueue"
-)
-
-
-def _condition(type_: str, status: str, reason: str, message: str) -> Obj:
-    return {
-        "type": type_,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": base.format_time(base.now()),
-        "observedGeneration": 1,
-    }
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -175,39 +161,13 @@ class Filled:
             },
         )
         job_name, job_uid = job["metadata"]["name"], job["metadata"]["uid"]
-        owner_ref = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "name": job_name,
-            "uid": job_uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-        name = f"job-{job_name}-3f1a2"
-        await self.kueue.create(
-            resources.WORKLOADS,
-            {
-                "apiVersion": resources.WORKLOADS.api_version,
-                "kind": "Workload",
-                "metadata": {"name": name, "namespace": NS, "ownerReferences": [owner_ref]},
-                "spec": {
-                    "queueName": "lq",
-                    "podSets": [{"name": "main", "count": per, "template": template}],
-                },
-            },
+        owner_ref = owners.controller_ref(job)
+        workload = kueue_writes.workload(
+            job, namespace=NS, queue="lq", count=per, template=template
         )
-        status: Obj = {
-            "admission": {
-                "clusterQueue": "cq",
-                "podSetAssignments": [
-                    {"name": "main", "count": per, "flavors": {"nvidia.com/gpu": "gpu"}}
-                ],
-            },
-            "conditions": [
-                _condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in cq"),
-                _condition("Admitted", "True", "Admitted", "The workload is admitted"),
-            ],
-        }
+        name = workload["metadata"]["name"]
+        await self.kueue.create(resources.WORKLOADS, workload)
+        status = kueue_writes.admitted(cluster_queue="cq", count=per)
         await self.kueue_apply(name, status)
         self.admitted[name] = status
         annotation = lineage.annotation_value(
@@ -281,30 +241,12 @@ class Filled:
             await kubelet.replace(resources.PODS, pod, subresource="status")
 
     async def kueue_apply(self, name: str, status: Obj) -> Obj:
-        return await self.kueue.patch(
-            resources.WORKLOADS,
-            name,
-            {
-                "apiVersion": resources.WORKLOADS.api_version,
-                "kind": "Workload",
-                "metadata": {"name": name, "namespace": NS},
-                "status": status,
-            },
-            content_type=api.APPLY_PATCH,
-            namespace=NS,
-            subresource="status",
-            field_manager="kueue-admission",
-            force=True,
-        )
+        return await kueue_writes.apply_status(self.kueue, name, NS, status)
 
     async def evict(self, name: str) -> None:
-        """Kueue's preemption write (kueue.md §1.1 step A), admission kept."""
+        """Kueue's preemption write (tests/kueue_writes.py), admission kept."""
         admitted = self.admitted[name]
-        conditions = [
-            *admitted["conditions"],
-            _condition("Evicted", "True", "Preempted", MESSAGE),
-            _condition("Preempted", "True", "InClusterQueue", MESSAGE),
-        ]
+        conditions = kueue_writes.evicted(admitted["conditions"])
         await self.kueue_apply(name, {"admission": admitted["admission"], "conditions": conditions})
 
 

@@ -31,12 +31,14 @@ from typing import Any
 import aiohttp
 import pytest
 
+from emulator import owners
 from emulator.apiserver import server
 from kontinue import keys, lineage
 from kontinue.kube import api, cacheset, client, errors, resources, watching
 from kontinue.models import base, checkpoint
 from queue_bridge import app, settings
-from tests import fixtures
+from tests import fixtures, kueue_writes
+from tests.kueue_writes import condition as condition  # re-exported for the tests here
 from tests.waiting import eventually as eventually  # re-exported for the tests here
 
 Obj = dict[str, Any]
@@ -44,7 +46,7 @@ NS = "team-a"
 SYSTEM = "kontinue-system"
 BRIDGE_USER = f"system:serviceaccount:{SYSTEM}:kontinue-bridge"
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
-KUEUE_USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
+KUEUE_USER = kueue_writes.USER
 FAST = watching.Backoff(initial=0.01, factor=2.0, cap=0.1, jitter=0.5)
 CRDS = [
     *sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml")),
@@ -249,50 +251,10 @@ class Cluster:
 
     async def workload(self, job: Obj, *, checks: list[str] | None = None) -> Obj:
         """The Workload Kueue makes for ``job``, admitted to ``cq`` (quota reserved)."""
-        name = f"job-{job['metadata']['name']}-3f1a2"
-        await self.kueue.create(
-            resources.WORKLOADS,
-            {
-                "apiVersion": resources.WORKLOADS.api_version,
-                "kind": "Workload",
-                "metadata": {
-                    "name": name,
-                    "namespace": NS,
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "batch/v1",
-                            "kind": "Job",
-                            "name": job["metadata"]["name"],
-                            "uid": job["metadata"]["uid"],
-                            "controller": True,
-                            "blockOwnerDeletion": True,
-                        }
-                    ],
-                },
-                "spec": {
-                    "queueName": "lq",
-                    "podSets": [
-                        {
-                            "name": "main",
-                            "count": 2,
-                            "template": copy.deepcopy(job["spec"]["template"]),
-                        }
-                    ],
-                },
-            },
-        )
-        status: Obj = {
-            "admission": {
-                "clusterQueue": "cq",
-                "podSetAssignments": [
-                    {"name": "main", "count": 2, "flavors": {"nvidia.com/gpu": "gpu"}}
-                ],
-            },
-            "conditions": [
-                condition("QuotaReserved", "True", "QuotaReserved", "Quota reserved in cq"),
-                condition("Admitted", "True", "Admitted", "The workload is admitted"),
-            ],
-        }
+        template = copy.deepcopy(job["spec"]["template"])
+        body = kueue_writes.workload(job, namespace=NS, queue="lq", count=2, template=template)
+        await self.kueue.create(resources.WORKLOADS, body)
+        status = kueue_writes.admitted(cluster_queue="cq", count=2)
         if checks:
             status["admissionChecks"] = [
                 {
@@ -303,36 +265,17 @@ class Cluster:
                 }
                 for check in checks
             ]
-        return await self.kueue_apply(name, status)
+        return await self.kueue_apply(body["metadata"]["name"], status)
 
     async def kueue_apply(self, name: str, status: Obj) -> Obj:
         """Kueue's status write: server-side apply on workloads/status as ``kueue-admission``."""
-        return await self.kueue.patch(
-            resources.WORKLOADS,
-            name,
-            {
-                "apiVersion": resources.WORKLOADS.api_version,
-                "kind": "Workload",
-                "metadata": {"name": name, "namespace": NS},
-                "status": status,
-            },
-            content_type=api.APPLY_PATCH,
-            namespace=NS,
-            subresource="status",
-            field_manager="kueue-admission",
-            force=True,
-        )
+        return await kueue_writes.apply_status(self.kueue, name, NS, status)
 
     async def evict(self, workload: Obj, *, reason: str = "Preempted") -> Obj:
         """Kueue's preemption patch (step A): Evicted=True + Preempted=True, admission kept."""
         name = workload["metadata"]["name"]
         current = await self.admin.get(resources.WORKLOADS, name, namespace=NS)
-        conditions = [
-            c for c in current["status"]["conditions"] if c["type"] not in ("Evicted", "Preempted")
-        ]
-        message = "Preempted to accommodate a workload (UID: 9a9a, JobUID: 8b8b) due to prioritization in the ClusterQueue"  # noqa: E501
-        conditions.append(condition("Evicted", "True", reason, message))
-        conditions.append(condition("Preempted", "True", "InClusterQueue", message))
+        conditions = kueue_writes.evicted(current["status"]["conditions"], reason=reason)
         status: Obj = {"admission": current["status"]["admission"], "conditions": conditions}
         if current["status"].get("admissionChecks"):
             # resetChecksOnEviction: Pending, podSetUpdates dropped from Kueue's own apply
@@ -448,16 +391,7 @@ class Cluster:
                         keys.JOB_COMPLETION_INDEX_ANNOTATION: str(index),
                     },
                     "finalizers": [keys.JOB_TRACKING_FINALIZER, keys.CHECKPOINT_FINALIZER],
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "batch/v1",
-                            "kind": "Job",
-                            "name": job["metadata"]["name"],
-                            "uid": job["metadata"]["uid"],
-                            "controller": True,
-                            "blockOwnerDeletion": True,
-                        }
-                    ],
+                    "ownerReferences": [owners.controller_ref(job)],
                 },
                 "spec": {
                     "restartPolicy": "Never",
@@ -577,17 +511,6 @@ def _kubelet_shape() -> Obj:
         with KUBELET_SAVED.open() as stream:
             _SHAPE.update(json.load(stream))
     return _SHAPE
-
-
-def condition(type_: str, status: str, reason: str, message: str) -> Obj:
-    return {
-        "type": type_,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": base.format_time(base.now()),
-        "observedGeneration": 1,
-    }
 
 
 @pytest.fixture

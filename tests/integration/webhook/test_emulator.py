@@ -24,6 +24,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from emulator import owners
 from emulator.apiserver import server
 from emulator.demo import install
 from kontinue import keys, lineage
@@ -202,16 +203,7 @@ def _pod_for(job: Obj, namespace: str = NS) -> Obj:
             "generateName": job["metadata"]["name"] + "-",
             "namespace": namespace,
             "finalizers": [keys.JOB_TRACKING_FINALIZER],
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": job["metadata"]["name"],
-                    "uid": job["metadata"]["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owners.controller_ref(job)],
         }
     )
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
