@@ -26,6 +26,7 @@ from emulator.apiserver import faults as emulated_faults
 from kontinue import keys
 from kontinue.kube import errors, resources
 from tests.integration.bridge.conftest import BRIDGE_USER
+from tests.integration.workloads import member_trainer
 from tests.soak import history, invariants, plan, stack
 
 Obj = dict[str, Any]
@@ -87,43 +88,16 @@ class Report:
 
 
 def member_job(name: str, *, priority: str, members: int, control: Path, short: bool) -> Obj:
-    command = ["python", "-m", "tests.integration.workloads.member_trainer"]
-    if short:  # a higher-priority Job that runs two seconds and completes
-        command = ["python", "-c", "import time; time.sleep(2)"]
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": stack.NS,
-            "labels": {keys.KUEUE_QUEUE_NAME_LABEL: "team"},
-        },
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": members,
-            "parallelism": members,
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "priorityClassName": priority,
-                    "terminationGracePeriodSeconds": stack.GRACE,
-                    "containers": [
-                        {
-                            "name": "trainer",
-                            "image": "kontinue/reference-workload:dev",
-                            "command": command,
-                            "env": [{"name": "MEMBER_CONTROL_DIR", "value": str(control)}],
-                            "resources": {
-                                "requests": {"cpu": "1", "memory": "1Gi"},
-                                "limits": {keys.GPU_RESOURCE: "1"},
-                            },
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    return member_trainer.job(
+        name,
+        namespace=stack.NS,
+        priority=priority,
+        members=members,
+        control=control,
+        grace=stack.GRACE,
+        backoff_limit=0,
+        short=short,
+    )
 
 
 def preemptor_pod(name: str) -> Obj:

@@ -25,6 +25,7 @@ from kontinue.kube import api, resources
 from kontinue.models import checkpoint
 from tests.integration.bridge.conftest import BRIDGE_USER, SYSTEM, eventually
 from tests.integration.bridge.test_end_to_end import GRACE, NS, System, system
+from tests.integration.workloads import member_trainer
 
 Obj = dict[str, Any]
 RESTORED = re.compile(r"^RESTORED member=(\S+) step=(\d+) dir=(\S+)$", re.MULTILINE)
@@ -32,43 +33,17 @@ SAVED = re.compile(r"^SAVED member=(\S+) step=(\d+)$", re.MULTILINE)
 
 
 def _job(name: str, *, priority: str, pods: int, control: Path, steps: int = 0) -> Obj:
-    command = ["python", "-m", "tests.integration.workloads.member_trainer"]
-    if steps:  # a short high-priority Job: runs a few seconds and completes
-        command = ["python", "-c", "import time; time.sleep(2)"]
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "labels": {keys.KUEUE_QUEUE_NAME_LABEL: "team"},
-        },
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": pods,
-            "parallelism": pods,
-            "backoffLimit": 1,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "priorityClassName": priority,
-                    "terminationGracePeriodSeconds": GRACE,
-                    "containers": [
-                        {
-                            "name": "trainer",
-                            "image": "kontinue/reference-workload:dev",
-                            "command": command,
-                            "env": [{"name": "MEMBER_CONTROL_DIR", "value": str(control)}],
-                            "resources": {
-                                "requests": {"cpu": "1", "memory": "1Gi"},
-                                "limits": {keys.GPU_RESOURCE: "1"},
-                            },
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    """``steps``: a short high-priority Job that runs a few seconds and completes."""
+    return member_trainer.job(
+        name,
+        namespace=NS,
+        priority=priority,
+        members=pods,
+        control=control,
+        grace=GRACE,
+        backoff_limit=1,
+        short=bool(steps),
+    )
 
 
 async def _live_pods(s: System, job: str, *, exclude: set[str]) -> list[Obj]:

@@ -504,12 +504,7 @@ async def test_admission_checks_gate_start_and_are_reset_on_eviction(env: Env) -
     await env.setup_queues(gpus=4, checks=["restore"])
     low = await env.job("low", gpus=4)
 
-    async def reserved() -> bool:
-        with contextlib.suppress(Exception):
-            return cond_is(await env.workload(low), "QuotaReserved", "True")
-        return False
-
-    await eventually(reserved)
+    await eventually(lambda: quota_reserved(env, low))
     wl = await env.workload(low)
     assert cond_is(wl, "Admitted", "False", "UnsatisfiedAdmissionChecks")
     (check,) = wl["status"]["admissionChecks"]
@@ -560,23 +555,24 @@ async def test_admission_checks_gate_start_and_are_reset_on_eviction(env: Env) -
     assert "example.com/restore-from" not in (restored["metadata"].get("annotations") or {})
     await env.set_job_status("low", {"active": 0})
 
-    async def high_reserved() -> bool:
-        with contextlib.suppress(Exception):
-            return cond_is(await env.workload(high), "QuotaReserved", "True")
-        return False
-
-    await eventually(high_reserved)
+    await eventually(lambda: quota_reserved(env, high))
     await answer(env, await env.workload(high), state="Ready", updates=[])
     await eventually(lambda: running_job(env, "high"))
     await env.set_job_status("high", COMPLETE)
 
     # readmitted; the controller answers Ready without podSetUpdates: the stale ones are stamped
-    await eventually(reserved)
+    await eventually(lambda: quota_reserved(env, low))
     await answer(env, wl, state="Ready", updates=None)
     await eventually(running)
     stale = (await env.get_job("low"))["spec"]["template"]
     assert stale["metadata"]["annotations"]["example.com/restore-from"] == "ckpt-1"
     assert high["metadata"]["name"] == "high"
+
+
+async def quota_reserved(env: Env, job: Obj) -> bool:
+    with contextlib.suppress(Exception):
+        return cond_is(await env.workload(job), "QuotaReserved", "True")
+    return False
 
 
 async def running_job(env: Env, name: str) -> bool:
@@ -587,12 +583,7 @@ async def test_explicit_empty_podsetupdates_clear_stale_ones(env: Env) -> None:
     await env.setup_queues(gpus=4, checks=["restore"])
     job = await env.job("solo", gpus=2)
 
-    async def reserved() -> bool:
-        with contextlib.suppress(Exception):
-            return cond_is(await env.workload(job), "QuotaReserved", "True")
-        return False
-
-    await eventually(reserved)
+    await eventually(lambda: quota_reserved(env, job))
     wl = await env.workload(job)
     await answer(
         env,
@@ -611,12 +602,7 @@ async def test_a_podsetupdate_conflicting_with_the_flavor_finishes_the_workload(
     await env.setup_queues(gpus=4, checks=["restore"])
     job = await env.job("clash", gpus=2)
 
-    async def reserved() -> bool:
-        with contextlib.suppress(Exception):
-            return cond_is(await env.workload(job), "QuotaReserved", "True")
-        return False
-
-    await eventually(reserved)
+    await eventually(lambda: quota_reserved(env, job))
     wl = await env.workload(job)
     await answer(
         env,

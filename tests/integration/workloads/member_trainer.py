@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from kontinue import checkpoint_format, identity, keys
 
@@ -77,6 +78,58 @@ def main() -> int:
     log.write_text(json.dumps({keys.SAVED_MARKER_KEY: keys.SAVED_MARKER_VALUE, "step": step}))
     print(f"SAVED member={member} step={step}", flush=True)
     return 143
+
+
+def job(
+    name: str,
+    *,
+    namespace: str,
+    priority: str,
+    members: int,
+    control: Path,
+    grace: int,
+    backoff_limit: int,
+    short: bool = False,
+) -> dict[str, Any]:
+    """An Indexed batch/v1 Job of ``members`` pods running this trainer in the Kueue LocalQueue
+    ``team``; ``short``: a higher-priority Job whose pods sleep two seconds and complete."""
+    command = ["python", "-m", "tests.integration.workloads.member_trainer"]
+    if short:
+        command = ["python", "-c", "import time; time.sleep(2)"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {keys.KUEUE_QUEUE_NAME_LABEL: "team"},
+        },
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": members,
+            "parallelism": members,
+            "backoffLimit": backoff_limit,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "priorityClassName": priority,
+                    "terminationGracePeriodSeconds": grace,
+                    "containers": [
+                        {
+                            "name": "trainer",
+                            "image": "kontinue/reference-workload:dev",
+                            "command": command,
+                            "env": [{"name": "MEMBER_CONTROL_DIR", "value": str(control)}],
+                            "resources": {
+                                "requests": {"cpu": "1", "memory": "1Gi"},
+                                "limits": {keys.GPU_RESOURCE: "1"},
+                            },
+                        }
+                    ],
+                }
+            },
+        },
+    }
 
 
 if __name__ == "__main__":
