@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -19,8 +20,9 @@ async def eventually(
     within: float = 10.0,
     what: str = "condition",
     every: float = 0.02,
-) -> None:
-    """Poll ``check`` every ``every`` seconds until it returns (or awaits to) something truthy."""
+) -> Any:
+    """Poll ``check`` every ``every`` seconds until it returns (or awaits to) something truthy,
+    and return that."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while True:
@@ -28,7 +30,7 @@ async def eventually(
         if inspect.isawaitable(result):
             result = await result
         if result:
-            return
+            return result
         if loop.time() > deadline:
             pytest.fail(f"{what} not met within {within}s")
         await asyncio.sleep(every)

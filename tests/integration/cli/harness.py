@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 import re
 import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from emulator import gpus, nodes
 from emulator.demo import observe, scenario, stack, timeline
 from kontinue import keys
 from kontinue.kube import resources
+from tests import waiting
 
 Obj = dict[str, Any]
 SCRIPT = Path(sys.executable).with_name("kubectl-kontinue")
@@ -151,17 +152,8 @@ class Kube:
         return sorted(listed["items"], key=lambda p: p["metadata"]["creationTimestamp"])
 
 
-async def eventually(
-    check: Callable[[], Awaitable[Any]], *, within: float, what: str, every: float = 0.1
-) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        result = await check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {within}s")
-        await asyncio.sleep(every)
+eventually = functools.partial(waiting.eventually, every=0.1)
+"""tests/waiting.py ``eventually``, polling the emulated cluster every 0.1 s."""
 
 
 def node_specs(count: int = 2, gpus_per_node: int = 4) -> list[nodes.NodeSpec]:

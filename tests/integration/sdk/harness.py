@@ -13,14 +13,13 @@ incarnations of a run can be stitched together after their pods are gone.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import random
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from emulator.kubelet import runtime, state
 from kontinue import keys
 from kontinue.kube import api, resources
 from tests.integration.cluster.test_kueue import Env
+from tests.waiting import eventually
 
 Obj = dict[str, Any]
 NS = "default"
@@ -180,7 +180,9 @@ class Cluster:
             ]
             return len(victims) >= ranks and all(s and s[-1] >= s[0] + steps for s in logged)
 
-        await _eventually(reached, within=180, what=f"{ranks} trainer(s) {steps} steps in")
+        await eventually(
+            reached, within=180, what=f"{ranks} trainer(s) {steps} steps in", every=0.05
+        )
         self.preempted.update(c.container_id for c in victims)
         await self.preempt(name, pods=ranks)
 
@@ -199,15 +201,6 @@ class Cluster:
     async def checkpoints(self) -> list[Obj]:
         listed = await self.admin.list(resources.CHECKPOINTS, namespace=NS)
         return list(listed["items"])
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], *, within: float, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await check():
-        if loop.time() > deadline:
-            raise TimeoutError(f"{what}: not within {within}s")
-        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager
