@@ -50,13 +50,19 @@ def of_pod(pod: core.Pod) -> checkpoint.Lineage | None:
     Raises :class:`~kontinue.models.errors.InvalidObject` when the pod has no namespace or
     carries half of the JobSet labels (a name without a UID, or the reverse).
     """
-    namespace = pod.metadata.namespace
+    return of_meta(pod.metadata)
+
+
+def of_meta(meta: base.ObjectMeta) -> checkpoint.Lineage | None:
+    """:func:`of_pod` from the pod's metadata alone (all it reads): the webhook names the
+    lineage of a pod CREATE before it parses the whole pod (webhook/freshness.py)."""
+    namespace = meta.namespace
     if not namespace:
         raise errors.InvalidObject(
             "Pod", [errors.FieldError("metadata.namespace", "required to name a lineage")]
         )
-    jobset_name = pod.metadata.label(keys.JOBSET_NAME_LABEL)
-    jobset_uid = pod.metadata.label(keys.JOBSET_UID_LABEL)
+    jobset_name = meta.label(keys.JOBSET_NAME_LABEL)
+    jobset_uid = meta.label(keys.JOBSET_UID_LABEL)
     if jobset_name or jobset_uid:
         if not (jobset_name and jobset_uid):
             missing = keys.JOBSET_UID_LABEL if jobset_name else keys.JOBSET_NAME_LABEL
@@ -65,7 +71,7 @@ def of_pod(pod: core.Pod) -> checkpoint.Lineage | None:
                 [errors.FieldError(f"metadata.labels[{missing}]", "JobSet pod without it")],
             )
         return _lineage(namespace, f"JobSet.{keys.JOBSET_GROUP}", jobset_name, jobset_uid)
-    ref = pod.metadata.controller_ref()
+    ref = meta.controller_ref()
     if ref is None:
         return None
     kind = owner_kind(api_version=ref.api_version, kind=ref.kind)

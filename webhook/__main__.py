@@ -27,7 +27,7 @@ from kontinue import supervision, telemetry, usage
 from kontinue.kube import api as kube_api
 from kontinue.kube import cacheset, client
 from webhook import app as app_module
-from webhook import caches, events, rotation, settings, tls
+from webhook import caches, events, freshness, rotation, settings, tls
 
 logger = logging.getLogger("kontinue.webhook")
 
@@ -68,6 +68,11 @@ async def serve(
         expiry=lambda: serving.not_after,
         tracer=tel.tracer,
         events=sink,
+        fresh=(
+            freshness.Reader(api, seconds=config.live_read_seconds, meter=tel.meter)
+            if config.live_read_seconds > 0
+            else None
+        ),
     )
     runner = app_module.runner(application)
     await runner.setup()

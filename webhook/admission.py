@@ -24,6 +24,7 @@ from kontinue import catalog, identity, keys, lineage, optin, restore_plan, work
 from kontinue.models import base, core, errors
 from webhook import (
     claims,
+    freshness,
     job_plumbing,
     metrics,
     placement,
@@ -136,7 +137,9 @@ def mutate_pod(
     move = placement.asked(plan) if restore is not None and rendered.patch else None
     patch = placement.with_move(rendered.patch, spec=obj.get("spec") or {}, move=move)
     chosen = workload.of_spec(obj.get("spec") or {}, (obj.get("metadata") or {}).get("annotations"))
-    warnings = [*decision.warnings, *rendered.warnings, *chosen.warnings]
+    # notes: the view's own warnings (a failed live read of the lineage: webhook/freshness.py)
+    notes = freshness.notes_of(state)
+    warnings = [*decision.warnings, *rendered.warnings, *chosen.warnings, *notes]
     if not patch:
         return review.allow(
             warnings=warnings, decision=metrics.NOT_PLUMBED, why="; ".join(warnings)

@@ -20,7 +20,7 @@ from aiohttp import web
 from opentelemetry import metrics, trace
 
 from kontinue import telemetry
-from webhook import admission, limits, observing, review, settings, shape
+from webhook import admission, freshness, limits, observing, review, settings, shape
 from webhook import events as webhook_events
 from webhook import metrics as webhook_metrics
 from webhook import state as state_module
@@ -47,6 +47,8 @@ READINESS = web.AppKey("readiness", Readiness)
 GUARD = web.AppKey("guard", limits.Guard)
 LARGE = web.AppKey("large", asyncio.Lock)
 """Held while a review larger than :data:`YIELD_ABOVE` is answered."""
+FRESHNESS: web.AppKey[freshness.Reader | None] = web.AppKey("freshness")
+"""Reads a plumbed pod's lineage live at its CREATE (webhook/freshness.py); ``None``: never."""
 
 YIELD_ABOVE = 64 * 1024
 """Bodies larger than this (a real pod review is ~5-20 KiB) wait one turn of the event loop."""
@@ -87,12 +89,32 @@ def answer(
       the webhook's failurePolicy decides (docs/webhook.md says which and why). The fuzz suite
       (tests/fuzz/) searches for inputs that reach this.
     """
+    read = read_review(body)
+    if isinstance(read, Answer):
+        return read
+    return respond(read, decide, path=path, state=state, config=config)
+
+
+def read_review(body: bytes) -> review.AdmissionRequest | Answer:
+    """The request of an AdmissionReview body, or the HTTP 400 :class:`Answer` (see
+    :func:`answer`)."""
     try:
         parsed = review.parse(body)
     except review.MalformedReview as exc:
         return Answer(400, review.bounded(str(exc)).encode(), "text/plain")
-    admission_request = parsed.request
-    observing.note(admission_request)  # metrics, span, Events: webhook/observing.py
+    observing.note(parsed.request)  # metrics, span, Events: webhook/observing.py
+    return parsed.request
+
+
+def respond(
+    admission_request: review.AdmissionRequest,
+    decide: Decide,
+    *,
+    path: str,
+    state: state_module.State,
+    config: settings.Settings,
+) -> Answer:
+    """The rest of :func:`answer`, once the review is read: decide, then encode."""
     try:
         verdict = _misshapen(admission_request, path=path) or decide(
             admission_request, state=state, config=config
@@ -123,6 +145,18 @@ def answer(
     return Answer(200, review.encode(admission_request.uid, verdict), verdict=verdict)
 
 
+async def _answered(body: bytes, decide: Decide, *, path: str, app: web.Application) -> Answer:
+    """:func:`answer`, deciding from the app's state with a plumbed pod's lineage read live
+    (webhook/freshness.py) when the app has a reader."""
+    read = read_review(body)
+    if isinstance(read, Answer):
+        return read
+    state, fresh = app[STATE], app[FRESHNESS]
+    if fresh is not None:
+        state = await fresh.view(read, state, path=path)
+    return respond(read, decide, path=path, state=state, config=app[SETTINGS])
+
+
 async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Response:
     """Read the body within the limits (:mod:`webhook.limits`) and :func:`answer` it, counted,
     timed and traced by :func:`webhook.observing.observed`. The body stays reserved until its
@@ -139,11 +173,9 @@ async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Resp
                     # never behind a queue of them (issue 20 item 4).
                     async with app[LARGE]:
                         await asyncio.sleep(0)
-                        result = answer(
-                            body, decide, path=path, state=app[STATE], config=app[SETTINGS]
-                        )
+                        result = await _answered(body, decide, path=path, app=app)
                 else:
-                    result = answer(body, decide, path=path, state=app[STATE], config=app[SETTINGS])
+                    result = await _answered(body, decide, path=path, app=app)
         except limits.Refused as refused:
             logger.info("refused path=%s status=%s: %s", path, refused.status, refused.text.strip())
             return refused.response
@@ -204,12 +236,15 @@ def create_app(
     expiry: Callable[[], float | None] = lambda: None,
     tracer: trace.Tracer | None = None,
     events: webhook_events.EventSink | None = None,
+    fresh: freshness.Reader | None = None,
 ) -> web.Application:
     """The webhook application; nothing starts until a runner serves it.
 
     ``meter``: count and time admissions (webhook/metrics.py; ``expiry`` reads the serving
     certificate's notAfter); ``registry``: serve it as ``GET /metrics``; ``tracer``: a span per
-    admission; ``events``: NotPlumbed and ColdStart Events (webhook/observing.py)."""
+    admission; ``events``: NotPlumbed and ColdStart Events (webhook/observing.py); ``fresh``:
+    read a plumbed pod's lineage live at its CREATE (webhook/freshness.py; ``None``: plan from
+    ``state`` alone)."""
     app = web.Application(client_max_size=config.limits.max_body)
     app[observing.OBSERVER] = observing.Observer(
         metrics=webhook_metrics.Metrics(meter, expiry=expiry) if meter is not None else None,
@@ -220,6 +255,7 @@ def create_app(
     app[GUARD] = limits.Guard(config.limits)
     app[LARGE] = asyncio.Lock()
     app[STATE] = state
+    app[FRESHNESS] = fresh
     app[READINESS] = readiness or Readiness()
     app.router.add_post("/mutate", mutate)
     app.router.add_post("/validate", validate)

@@ -1,7 +1,8 @@
 """The webhook's in-memory view of the cluster: one shared watch cache per resource it reads.
 
 Implements :class:`webhook.state.State` over :class:`kontinue.kube.watching.WatchCache`, so the
-admission path never calls the API (docs/webhook.md). What is watched, and why:
+admission path reads no other API (docs/webhook.md; the one live read, of a plumbed pod's
+lineage's Checkpoints at its CREATE, is webhook/freshness.py). What is watched, and why:
 
 * Kueue ClusterQueues and LocalQueues, Volcano Queues and PodGroups: opt-in;
 * CheckpointPolicies: the policy a queue names;

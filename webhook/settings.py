@@ -52,6 +52,10 @@ class Settings:
     extra_sans: tuple[str, ...] = ()
     """Extra DNS names and IP addresses for the self-managed serving certificate (a webhook
     registered by URL: hosted control planes, local clusters)."""
+    live_read_seconds: float = 1.0
+    """How long the live read of a plumbed pod's lineage's Checkpoints may take at its CREATE
+    (webhook/freshness.py); past it the plan uses the watch cache, with a warning. 0: never read
+    live (the cache alone, as before that read existed)."""
     limits: limits_module.Limits = limits_module.Limits()
     """Connections, bytes and read deadlines any client gets (:mod:`webhook.limits`)."""
 
@@ -108,6 +112,7 @@ class Settings:
         for variable, field in (
             ("KONTINUE_WEBHOOK_CERT_POLL_SECONDS", "cert_poll_seconds"),
             ("KONTINUE_WEBHOOK_DRAIN_SECONDS", "drain_seconds"),
+            ("KONTINUE_WEBHOOK_LIVE_READ_SECONDS", "live_read_seconds"),
         ):
             if raw := env.get(variable):
                 try:

@@ -1,10 +1,12 @@
-"""What admission decisions may read: an in-memory view of the cluster, never the API.
+"""What admission decisions may read: an in-memory view of the cluster.
 
 Admission never calls storage or anything slow (docs/webhook.md); every decision comes from
-in-memory caches. :class:`State` is the read-only interface the pure modules
-(:mod:`kontinue.optin`, :mod:`webhook.plumbing`, :mod:`webhook.validation`) take, so they can be
-tested with a :class:`Snapshot` built from plain objects, and served from the watch caches in
-:mod:`webhook.caches` in production. Both answer the same questions the same way.
+in-memory caches, but for one bounded live read of a plumbed pod's lineage's Checkpoints at its
+CREATE (webhook/freshness.py, whose ``Fresh`` view is a :class:`State` too). :class:`State` is
+the read-only interface the pure modules (:mod:`kontinue.optin`, :mod:`webhook.plumbing`,
+:mod:`webhook.validation`) take, so they can be tested with a :class:`Snapshot` built from plain
+objects, and served from the watch caches in :mod:`webhook.caches` in production. Both answer
+the same questions the same way.
 """
 
 from __future__ import annotations

@@ -44,6 +44,10 @@ USES: dict[tuple[str, str, str, str], str] = {
         )
         for verb in ("list", "watch")
     },
+    # ... and one namespaced, label-selected list of a plumbed pod's lineage at its CREATE
+    (WEBHOOK, "kontinue.dev", "checkpoints", "list"): (
+        "webhook/freshness.py: resources.CHECKPOINTS (a live list; and the watch cache)"
+    ),
     # Events: both deployables write through kontinue/kube/events.py (webhook/events.py and
     # queue_bridge/recording.py call it)
     (WEBHOOK, "", "events", "create"): "kontinue/kube/events.py: kube.create(resources.EVENTS",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import copy
 import ssl
 from collections.abc import AsyncIterator
@@ -34,7 +35,7 @@ from kontinue.models import checkpoint
 from tests import fixtures
 from tests.unit.webhook import support
 from tests.waiting import eventually as eventually  # re-exported for the tests here
-from webhook import job_plumbing, plumbing
+from webhook import job_plumbing, plumbing, settings
 
 Obj = dict[str, Any]
 NS = "team-a"
@@ -66,8 +67,19 @@ class Cluster:
         return base64.b64decode(secret["data"]["ca.crt"])
 
 
+CONFIG = install.webhook_config(image="registry.example/kontinue:test")
+
+
 @pytest.fixture
 async def cluster() -> AsyncIterator[Cluster]:
+    async with running(CONFIG) as started:
+        yield started
+
+
+@contextlib.asynccontextmanager
+async def running(config: settings.Settings) -> AsyncIterator[Cluster]:
+    """The emulator with the webhook's manifests, and ``webhook.__main__.serve`` run with
+    ``config`` until the block ends."""
     async with server.ApiServer(bookmark_interval=0.2) as emulated:
         await install.install(emulated)
         admin = emulated.client()
@@ -90,7 +102,7 @@ async def cluster() -> AsyncIterator[Cluster]:
         stop = asyncio.Event()
         hook = await install.start_webhook(
             emulated,
-            install.webhook_config(image="registry.example/kontinue:test"),
+            config,
             stop=stop,
             cache_options=OPTIONS,
         )
