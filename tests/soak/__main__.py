@@ -38,7 +38,7 @@ def main() -> int:
     started = time.monotonic()
     evictions: collections.Counter[str] = collections.Counter()
     faults: collections.Counter[str] = collections.Counter()
-    checks = fired = broken = 0
+    checks = fired = broken = unrecorded = 0
     for seed in range(first, first + args.runs):
         with tempfile.TemporaryDirectory(prefix=f"kontinue-soak-{seed}-") as tmp:
             report = asyncio.run(run.soak(seed, args.rounds, Path(tmp), members=args.members))
@@ -50,11 +50,13 @@ def main() -> int:
         checks += sum(report.checks.values())
         fired += report.api_errors_fired
         broken += bool(report.violations)
+        unrecorded += len(report.findings)
     print(
         f"total: {args.runs} runs (seeds {first}..{first + args.runs - 1}), "
         f"{sum(evictions.values())} evictions {dict(sorted(evictions.items()))}, "
         f"faults {dict(sorted(faults.items()))}, API errors answered {fired}, "
         f"{checks} invariant checks, {broken} runs with violations, "
+        f"{unrecorded} {run.invariants.UNRECORDED} findings, "
         f"{time.monotonic() - started:.0f} s"
     )
     return 1 if broken else 0

@@ -62,16 +62,23 @@ class Violation:
 
 
 LATE_PLAN = "late-plan"
-"""Not an invariant: a pod restored what the rule gave at an *earlier* revision, at most
-:data:`LAG` seconds before the pod was created (its plan was made from a view of the lineage that
-missed a set recorded just before). Consistent, but the newest save is not used; counted and
-printed, never a failure (docs/security.md, "Fault soak", finding 1)."""
+"""A violation: a pod restored what the rule gave at an *earlier* revision, at most :data:`LAG`
+seconds before the pod was created: its plan was made from a view of the lineage that missed a
+set recorded just before. Counted as a finding until the webhook read a plumbed pod's lineage
+live at its CREATE (webhook/freshness.py; docs/security.md, "Soak findings", item 1); named apart
+from ``restores-the-planned-member`` so a report says which it was."""
 LAG = 2.0
-"""How stale a view may be for a plan from it to count as late rather than wrong: the webhook's
-watch cache trails the store by milliseconds, by more on a loaded machine."""
-
+"""How far back a plan's view is searched for a late plan (the watch cache's lag on a loaded
+machine, which the webhook no longer plans from alone)."""
+UNRECORDED = "unrecorded-at-creation"
+"""Not an invariant: a pod was created while its predecessor's save was not yet recorded in any
+set (the bridge created the set after the pod), so the rule, which goes by what existed at the
+pod's creation, gives it an older set or a cold start, and it did not restore that save. No
+read at admission can see a set that does not exist yet; counted and printed, never a failure
+(docs/security.md, "Soak findings", item 1)."""
 INVARIANTS = (
     "restores-only-whole-sets",
+    LATE_PLAN,
     "restores-the-planned-member",
     "one-cut-per-incarnation",
     "succeeded-sets-are-whole",
@@ -178,6 +185,14 @@ def check_restores(
             if pod.plumbed
             else None
         )
+        if pod.plumbed and (missed := _recorded_after(record, pod, seen)):
+            found.append(
+                Violation(
+                    UNRECORDED,
+                    f"{who} created at r{pod.added} did not restore {missed}, recorded after it "
+                    f"(the webhook wrote {pod.planned})",
+                )
+            )
         if want != seen.restored_from and pod.plumbed and _planned_earlier(record, pod, seen):
             found.append(
                 Violation(
@@ -196,6 +211,33 @@ def check_restores(
                 )
             )
     return found
+
+
+def _recorded_after(record: history.Record, pod: history.Pod, seen: Outcome) -> str:
+    """The newest Succeeded set recorded *after* ``pod`` was created that holds a Saved member
+    of its identity saved by a pod created before it (a predecessor), when ``pod`` did not
+    restore that member: what it missed because the set did not exist yet ("" if none)."""
+    later = sorted(
+        (
+            s
+            for s in record.sets.values()
+            if s.namespace == pod.namespace
+            and s.owner_uid == pod.owner_uid
+            and s.added > pod.added
+            and s.verdict == "Succeeded"
+            and s.states.get(pod.identity) == "Saved"
+        ),
+        key=_order,
+        reverse=True,
+    )
+    for s in later:
+        saver = record.pods.get(s.members.get(pod.identity, ""))
+        if saver is None or saver.added >= pod.added:
+            continue
+        if seen.restored_from != saver.uid:
+            return s.name
+        return ""
+    return ""
 
 
 def _planned_earlier(record: history.Record, pod: history.Pod, seen: Outcome) -> bool:

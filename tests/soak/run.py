@@ -55,7 +55,7 @@ class Report:
     """Every pod's outcome and every set's record, oldest first (printed with ``--trace``)."""
 
     findings: list[invariants.Violation] = dataclasses.field(default_factory=list)
-    """Counted, printed, not failures (``invariants.LATE_PLAN``)."""
+    """Counted, printed, not failures (``invariants.UNRECORDED``)."""
 
     def add(self, found: list[invariants.Violation]) -> None:
         known = {str(v) for v in [*self.violations, *self.findings]}
@@ -63,7 +63,7 @@ class Report:
             if str(v) in known:
                 continue
             known.add(str(v))
-            (self.findings if v.invariant == invariants.LATE_PLAN else self.violations).append(v)
+            (self.findings if v.invariant == invariants.UNRECORDED else self.violations).append(v)
 
     def summary(self) -> str:
         lines = [

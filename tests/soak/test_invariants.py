@@ -221,9 +221,11 @@ def test_the_plan_is_the_seeds() -> None:
                 assert f.member == r.victim  # only the evicted pod can tear its save
 
 
-def test_a_plan_from_an_older_view_is_a_finding_not_a_violation() -> None:
+def test_a_plan_from_an_older_view_is_a_late_plan_violation() -> None:
     """The set recorded just before the pod's creation was missed: the pod starts cold, as the
-    rule gave before that set existed (docs/security.md, "Fault soak", finding 1)."""
+    rule gave before that set existed. Since the webhook reads a plumbed pod's lineage live
+    (webhook/freshness.py) this is a violation, named ``late-plan`` (docs/security.md, "Soak
+    findings", item 1)."""
     b = Builder()
     b.pod("a0", 0)
     b.set_("a", {"index=0": "a0"}, minute=1)
@@ -232,7 +234,8 @@ def test_a_plan_from_an_older_view_is_a_finding_not_a_violation() -> None:
     outcomes = {"a0": saved(5), "n0": invariants.Outcome(started=True)}
     found = invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID)
     assert [v.invariant for v in found] == [invariants.LATE_PLAN]
-    b.clock += 10  # a set recorded long before is no excuse
+    assert invariants.LATE_PLAN in invariants.INVARIANTS
+    b.clock += 10  # a set recorded long before: the plain rule
     b.pod("p0", 0)
     outcomes |= {"p0": invariants.Outcome(started=True)}
     found = invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID)
@@ -244,3 +247,25 @@ def test_a_plan_from_an_older_view_is_a_finding_not_a_violation() -> None:
     outcomes |= {"m0": restored("n0", 1)}
     found = invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID)
     assert "restores-only-whole-sets" in {v.invariant for v in found}
+
+
+def test_a_save_recorded_after_the_pod_was_created_is_a_counted_finding() -> None:
+    """The predecessor saved, but its set was created after the replacement: the rule (what
+    existed at the pod's creation) gives the older set, so that is no violation; the missed save
+    is counted as ``unrecorded-at-creation``, and restoring it is not."""
+    b = Builder()
+    b.pod("a0", 0)
+    b.set_("a", {"index=0": "a0"}, minute=1)
+    b.verdict("a", "Succeeded", {"index=0": "Saved"})
+    b.pod("b0", 0)  # restores a0's save
+    b.clock += 10
+    b.pod("c0", 0)  # b0's replacement, created before b0's set
+    b.set_("b", {"index=0": "b0"}, minute=2)
+    b.verdict("b", "Succeeded", {"index=0": "Saved"})
+    outcomes = {"a0": saved(5), "b0": restored("a0", 5), "c0": restored("a0", 5)}
+    found = invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID)
+    assert [v.invariant for v in found] == [invariants.UNRECORDED]
+    assert invariants.UNRECORDED not in invariants.INVARIANTS
+    outcomes["c0"] = restored("b0", 9)  # were it restored (not what the rule gives): no finding
+    found = invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID)
+    assert invariants.UNRECORDED not in {v.invariant for v in found}

@@ -4,6 +4,7 @@ Warning on an opted-in Job whose preemptions would count against ``backoffLimit`
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,8 @@ from kontinue import keys
 from kontinue.kube import api, resources
 from tests.integration.bridge.conftest import NS, Cluster
 from tests.waiting import eventually
+
+Obj = dict[str, Any]
 
 
 async def test_retention_keeps_the_newest_and_expiry_follows_the_deleted_job(
@@ -112,11 +115,16 @@ async def test_a_failed_restore_is_counted_once_on_the_checkpoint_it_tried(
     await eventually(released, what="the failed pod's finalizer removed")
     current = await cluster.admin.get(resources.PODS, pod["metadata"]["name"], namespace=NS)
     assert current["metadata"]["annotations"][keys.RESTORE_FAILURE_COUNTED_ANNOTATION] == "good"
-    (event,) = [
-        e
-        for e in await cluster.events(reason=keys.EVENT_RESTORE_FAILED)
-        if e["involvedObject"]["kind"] == "Checkpoint"
-    ]
+
+    async def on_the_checkpoint() -> list[Obj]:  # Events are written after the release
+        return [
+            e
+            for e in await cluster.events(reason=keys.EVENT_RESTORE_FAILED)
+            if e["involvedObject"]["kind"] == "Checkpoint"
+        ]
+
+    await eventually(on_the_checkpoint, what="the RestoreFailed Event on the Checkpoint")
+    (event,) = await on_the_checkpoint()
     assert event["type"] == "Warning"
     assert f"exited {exit_code}: checkpoint good is torn" in event["message"]
 
