@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.soak import run
+from tests.soak import invariants, run
 
 
 def main() -> int:
@@ -56,7 +56,7 @@ def main() -> int:
         f"{sum(evictions.values())} evictions {dict(sorted(evictions.items()))}, "
         f"faults {dict(sorted(faults.items()))}, API errors answered {fired}, "
         f"{checks} invariant checks, {broken} runs with violations, "
-        f"{unrecorded} {run.invariants.UNRECORDED} findings, "
+        f"{unrecorded} {invariants.UNRECORDED} findings, "
         f"{time.monotonic() - started:.0f} s"
     )
     return 1 if broken else 0
