@@ -60,6 +60,7 @@ HOSTNAME_LABEL: Final = "kubernetes.io/hostname"  # k8s.io/api/core/v1 well_know
 
 # --- labels on our own Checkpoint objects, for selectors --------------------------------------
 CHECKPOINT_LINEAGE_LABEL: Final = "kontinue.dev/lineage-hash"
+"""Also on every pod the webhook plumbs: it lists a lineage's pods by it (webhook/freshness.py)."""
 CHECKPOINT_OWNER_UID_LABEL: Final = "kontinue.dev/owner-uid"
 TRACEPARENT_ANNOTATION: Final = "kontinue.dev/traceparent"
 """W3C traceparent of the eviction that made the Checkpoint (kontinue/tracing.py)."""

@@ -69,7 +69,12 @@ async def serve(
         tracer=tel.tracer,
         events=sink,
         fresh=(
-            freshness.Reader(api, seconds=config.live_read_seconds, meter=tel.meter)
+            freshness.Reader(
+                api,
+                seconds=config.live_read_seconds,
+                pods=config.unrecorded_wait_seconds > 0,
+                meter=tel.meter,
+            )
             if config.live_read_seconds > 0
             else None
         ),

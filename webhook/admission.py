@@ -113,6 +113,9 @@ def mutate_pod(
         member = identity.of(pod.metadata.labels, pod.metadata.annotations)
     except ValueError as exc:
         return _not_plumbed(f"kontinue: pod not plumbed: no member identity: {exc}")
+    held = freshness.held(state, pod_lineage, hold=config.unrecorded_wait_seconds)
+    if held.deny:  # a predecessor that may have saved is in no set yet (webhook/unrecorded.py)
+        return review.Verdict(allowed=False, code=429, reason="TooManyRequests", message=held.deny)
     plan = restore_plan.plan(
         state.checkpoints_of(pod_lineage),
         owner=pod_lineage,
@@ -138,7 +141,7 @@ def mutate_pod(
     patch = placement.with_move(rendered.patch, spec=obj.get("spec") or {}, move=move)
     chosen = workload.of_spec(obj.get("spec") or {}, (obj.get("metadata") or {}).get("annotations"))
     # notes: the view's own warnings (a failed live read of the lineage: webhook/freshness.py)
-    notes = freshness.notes_of(state)
+    notes = [*freshness.notes_of(state), *([held.warning] if held.warning else [])]
     warnings = [*decision.warnings, *rendered.warnings, *chosen.warnings, *notes]
     if not patch:
         return review.allow(

@@ -19,13 +19,17 @@ whatever view it is given. When the read fails or times out the plan uses the ca
 and says so: a log line, an admission warning, and
 ``kontinue_webhook_live_reads_total{outcome="error"|"timeout"}``.
 
-Everything else the admission path reads (queues, policies, nodes) still comes from the caches:
-those change at an administrator's pace, not within an eviction.
+With the Checkpoints, and concurrently, the lineage's plumbed pods are listed (label
+``kontinue.dev/lineage-hash``): a predecessor that stopped and that no set records yet holds the
+replacement back a bounded time (:mod:`webhook.unrecorded`). Everything else the admission path
+reads (queues, policies, nodes) still comes from the caches: those change at an administrator's
+pace, not within an eviction.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 from collections.abc import Iterable, Sequence
 
@@ -39,7 +43,7 @@ from kontinue.kube import resources
 from kontinue.models import base, core, errors, kueue, volcano
 from kontinue.models import checkpoint as checkpoint_model
 from kontinue.models import policy as policy_model
-from webhook import review
+from webhook import review, unrecorded
 from webhook import state as state_module
 
 logger = logging.getLogger("kontinue.webhook.freshness")
@@ -131,26 +135,35 @@ def merged(
 
 
 class Reader:
-    """Reads one lineage's Checkpoints through the webhook's API client, within ``seconds``."""
+    """Reads one lineage's Checkpoints (and, with ``pods``, its plumbed pods: a predecessor no
+    set records yet, webhook/unrecorded.py) through the webhook's API client, within
+    ``seconds``."""
 
     def __init__(
-        self, api: kube_api.Api, *, seconds: float, meter: metrics.Meter | None = None
+        self,
+        api: kube_api.Api,
+        *,
+        seconds: float,
+        pods: bool = False,
+        meter: metrics.Meter | None = None,
     ) -> None:
         self.api = api
         self.seconds = seconds
+        self.pods = pods
         self._reads = (
             meter.create_counter(
                 "kontinue_webhook_live_reads",
-                description="Live reads of a lineage's Checkpoints at a plumbed pod's CREATE, "
-                "by outcome (ok, error, timeout: the plan then used the watch cache)",
+                description="Live reads at a plumbed pod's CREATE, by what was read "
+                "(checkpoints, pods) and outcome (ok, error, timeout: the plan then used the "
+                "watch cache, or did not look for an unrecorded predecessor)",
             )
             if meter is not None
             else None
         )
 
-    def _count(self, outcome: str) -> None:
+    def _count(self, outcome: str, what: str = "checkpoints") -> None:
         if self._reads is not None:
-            self._reads.add(1, {"outcome": outcome})
+            self._reads.add(1, {"read": what, "outcome": outcome})
 
     async def read(
         self, lineage: checkpoint_model.Lineage
@@ -172,6 +185,32 @@ class Reader:
                 logger.warning("live read: invalid Checkpoint skipped: %s", exc)
         return found, str((page.get("metadata") or {}).get("resourceVersion") or "")
 
+    async def read_pods(self, lineage: checkpoint_model.Lineage) -> list[core.Pod] | None:
+        """The lineage's plumbed pods (label ``kontinue.dev/lineage-hash``), or ``None`` when
+        they could not be read (logged, counted): then no predecessor is looked for."""
+        try:
+            async with asyncio.timeout(self.seconds):
+                page = await self.api.list(
+                    resources.PODS,
+                    namespace=lineage.namespace,
+                    label_selector={keys.CHECKPOINT_LINEAGE_LABEL: lineage.hash},
+                )
+        except (TimeoutError, kube_errors.ApiError) as exc:
+            outcome = TIMEOUT if isinstance(exc, TimeoutError) else ERROR
+            self._count(outcome, "pods")
+            logger.warning(
+                "live read of pods failed (%s) lineage=%s: %s", outcome, lineage.key, exc
+            )
+            return None
+        self._count(OK, "pods")
+        found = []
+        for raw in page.get("items") or []:
+            try:
+                found.append(base.parse(core.Pod, raw))
+            except errors.InvalidObject as exc:
+                logger.warning("live read: unreadable pod skipped: %s", exc)
+        return found
+
     async def view(
         self, request: review.AdmissionRequest, state: state_module.State, *, path: str
     ) -> state_module.State:
@@ -186,21 +225,30 @@ class Reader:
         if lineage is None:
             return state
         cached = state.checkpoints_of(lineage)
+        mutating = path == "/mutate"
+        pods = asyncio.ensure_future(self.read_pods(lineage)) if self.pods and mutating else None
         try:
             live, listed_at = await self.read(lineage)
         except TimeoutError:
-            return self._stale(state, lineage, cached, TIMEOUT, f"no answer in {self.seconds:g}s")
+            outcome, why = TIMEOUT, f"no answer in {self.seconds:g}s"
         except kube_errors.ApiError as exc:
-            return self._stale(state, lineage, cached, ERROR, str(exc))
+            outcome, why = ERROR, str(exc)
         except Exception as exc:  # an unexpected answer: the cache, as before this read existed
             logger.exception("live read failed lineage=%s", lineage.key)
-            return self._stale(state, lineage, cached, ERROR, repr(exc))
-        self._count(OK)
-        return Fresh(
-            state,
-            lineage,
-            merged(cached, live, owner_uid=lineage.owner_uid, listed_at=listed_at),
-        )
+            outcome, why = ERROR, repr(exc)
+        else:
+            self._count(OK)
+            return Fresh(
+                state,
+                lineage,
+                merged(cached, live, owner_uid=lineage.owner_uid, listed_at=listed_at),
+                pods=await pods if pods is not None else None,
+                read_at=datetime.datetime.now(datetime.UTC),
+            )
+        if pods is not None:
+            pods.cancel()
+            await asyncio.gather(pods, return_exceptions=True)
+        return self._stale(state, lineage, cached, outcome, why)
 
     def _stale(
         self,
@@ -237,6 +285,8 @@ class Fresh:
         checkpoints: Sequence[checkpoint_model.Checkpoint],
         *,
         notes: Sequence[str] = (),
+        pods: Sequence[core.Pod] | None = None,
+        read_at: datetime.datetime | None = None,
     ) -> None:
         self.base = base_state
         self.lineage = lineage
@@ -247,6 +297,9 @@ class Fresh:
             if c.metadata.namespace == lineage.namespace and c.spec.lineage == lineage
         ]
         self.notes: Sequence[str] = tuple(notes)
+        self.pods = pods
+        """The lineage's plumbed pods read with the Checkpoints (``None``: not read)."""
+        self.read_at = read_at
 
     def checkpoints_of(
         self, lineage: checkpoint_model.Lineage
@@ -284,3 +337,20 @@ class Fresh:
 def notes_of(state: object) -> Sequence[str]:
     """Warnings a view carries about itself (:class:`Fresh` after a failed read), else none."""
     return state.notes if isinstance(state, Fresh) else ()
+
+
+def held(
+    state: state_module.State, lineage: checkpoint_model.Lineage, *, hold: float
+) -> unrecorded.Hold:
+    """Whether a pod of ``lineage`` waits for a predecessor no set records yet
+    (:mod:`webhook.unrecorded`), from a view whose pods were read; else nothing is held."""
+    if (
+        not isinstance(state, Fresh)
+        or state.lineage != lineage
+        or state.pods is None
+        or state.read_at is None
+        or hold <= 0
+    ):
+        return unrecorded.Hold()
+    found = unrecorded.victims(state.pods, state.checkpoints_of(lineage), owner=lineage)
+    return unrecorded.decide(found, now=state.read_at, hold=hold)

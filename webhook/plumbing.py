@@ -389,7 +389,12 @@ def plumb_pod(
             keys.RESTORE_WAIT_ANNOTATION: None,
         },
     )
-    ops += label_ops(meta, {keys.PLUMBED_LABEL: keys.PLUMBED_VALUE})
+    # the lineage hash: the webhook finds a replacement's unrecorded predecessors by it
+    # (webhook/freshness.py, webhook/unrecorded.py)
+    ops += label_ops(
+        meta,
+        {keys.PLUMBED_LABEL: keys.PLUMBED_VALUE, keys.CHECKPOINT_LINEAGE_LABEL: pod_lineage.hash},
+    )
     if restore is not None and restore.gated:
         gates = spec.get("schedulingGates")
         if gates is None:

@@ -56,6 +56,10 @@ class Settings:
     """How long the live read of a plumbed pod's lineage's Checkpoints may take at its CREATE
     (webhook/freshness.py); past it the plan uses the watch cache, with a warning. 0: never read
     live (the cache alone, as before that read existed)."""
+    unrecorded_wait_seconds: float = 60.0
+    """How long a pod CREATE is denied (429, the controller retries) while a predecessor of its
+    lineage stopped and no Checkpoint records it yet (webhook/unrecorded.py); past it the pod is
+    planned without that save, with a warning. 0: never (no pod is read)."""
     limits: limits_module.Limits = limits_module.Limits()
     """Connections, bytes and read deadlines any client gets (:mod:`webhook.limits`)."""
 
@@ -113,6 +117,7 @@ class Settings:
             ("KONTINUE_WEBHOOK_CERT_POLL_SECONDS", "cert_poll_seconds"),
             ("KONTINUE_WEBHOOK_DRAIN_SECONDS", "drain_seconds"),
             ("KONTINUE_WEBHOOK_LIVE_READ_SECONDS", "live_read_seconds"),
+            ("KONTINUE_WEBHOOK_UNRECORDED_WAIT_SECONDS", "unrecorded_wait_seconds"),
         ):
             if raw := env.get(variable):
                 try:

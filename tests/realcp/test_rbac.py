@@ -48,6 +48,7 @@ USES: dict[tuple[str, str, str, str], str] = {
     (WEBHOOK, "kontinue.dev", "checkpoints", "list"): (
         "webhook/freshness.py: resources.CHECKPOINTS (a live list; and the watch cache)"
     ),
+    (WEBHOOK, "", "pods", "list"): "webhook/freshness.py: resources.PODS (a live list)",
     # Events: both deployables write through kontinue/kube/events.py (webhook/events.py and
     # queue_bridge/recording.py call it)
     (WEBHOOK, "", "events", "create"): "kontinue/kube/events.py: kube.create(resources.EVENTS",

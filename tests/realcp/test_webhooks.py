@@ -13,8 +13,10 @@ import base64
 
 from kontinue import keys
 from kontinue.kube import api, resources
+from kontinue.models import checkpoint
 from tests.realcp import objects, processes
 from tests.realcp.install import find
+from tests.unit.webhook import support
 
 
 def test_the_webhook_writes_the_ca_bundle_itself(kontinue: processes.Installed) -> None:
@@ -133,3 +135,62 @@ async def test_a_pod_of_a_queue_not_opted_in_is_asked_about_and_left_alone(
     assert not any(k.startswith("kontinue.dev/") for k in pod["metadata"].get("annotations") or {})
     assert [c["name"] for c in pod["spec"]["containers"]] == ["trainer"]
     assert not pod["spec"].get("initContainers")
+
+
+async def test_a_checkpoint_created_just_before_the_pod_is_restored(
+    kontinue: processes.Installed, admin: api.Api, namespace: str
+) -> None:
+    """The soak's late plan on a real kube-apiserver: a Succeeded set recorded the moment
+    before the job controller creates the pod. The webhook reads the lineage live
+    (webhook/freshness.py: a label-selected LIST of Checkpoints and one of pods, under its own
+    ServiceAccount's RBAC) and the pod restores that set; the validating webhook, which checks
+    the ``restore-from`` it names, admits it. A real watch cache is usually quick enough that
+    the old code passed this too: the lag itself is forced on the emulator
+    (tests/integration/webhook/test_freshness.py); here the read is proven against the real
+    apiserver (selectors, RBAC, the consistent LIST)."""
+    queue = await objects.queues(admin, namespace, opted_in=True)
+    await objects.claim(admin, namespace)
+    body = objects.job(namespace, queue)
+    body["spec"].update(parallelism=1, completions=1, suspend=True)
+    job = await admin.create(resources.JOBS, body, namespace=namespace)
+    owner = checkpoint.Lineage(
+        namespace=namespace,
+        owner_kind="Job",
+        owner_name=job["metadata"]["name"],
+        owner_uid=job["metadata"]["uid"],
+    )
+    recorded = support.make_checkpoint("train-late", lineage=owner).model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    status = recorded.pop("status")
+    recorded.update(apiVersion=resources.CHECKPOINTS.api_version, kind="Checkpoint")
+    recorded["metadata"]["labels"] = {
+        keys.CHECKPOINT_LINEAGE_LABEL: owner.hash,
+        keys.CHECKPOINT_OWNER_UID_LABEL: owner.owner_uid,
+    }
+    await admin.create(resources.CHECKPOINTS, recorded, namespace=namespace)
+    await admin.patch(
+        resources.CHECKPOINTS,
+        "train-late",
+        {"status": status},
+        namespace=namespace,
+        subresource="status",
+        content_type=api.MERGE_PATCH,
+    )
+    # At once: the job controller creates the pod.
+    await admin.patch(
+        resources.JOBS,
+        job["metadata"]["name"],
+        {"spec": {"suspend": False}},
+        namespace=namespace,
+        content_type=api.MERGE_PATCH,
+    )
+
+    async def created() -> bool:
+        return len(await objects.pods(admin, namespace)) == 1
+
+    await objects.until(created, "the Job's pod")
+    (pod,) = await objects.pods(admin, namespace)
+    annotations = pod["metadata"]["annotations"]
+    assert annotations[keys.RESTORE_FROM_ANNOTATION] == "train-late"
+    assert pod["metadata"]["labels"][keys.CHECKPOINT_LINEAGE_LABEL] == owner.hash

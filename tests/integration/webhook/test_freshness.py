@@ -18,7 +18,7 @@ import pytest
 
 from emulator.apiserver import server
 from kontinue import keys
-from kontinue.kube import api, client, resources
+from kontinue.kube import api, client, errors, resources
 from kontinue.models import checkpoint
 from tests import fixtures
 from tests.integration.webhook import test_emulator as hooked
@@ -176,3 +176,73 @@ async def test_a_failed_read_plans_from_the_cache_and_says_so(
     (note,) = [w for w in verdict.warnings if "planned from the webhook's cache" in w]
     # a hung request ends at the read's deadline (the emulator would answer 504 after 30 s)
     assert ("timeout" if hang else "error") in note
+
+
+async def _running(cluster: hooked.Cluster, job: Obj) -> Obj:
+    """A pod of ``job``, created by the job controller and reported running (as a kubelet)."""
+    pod: Obj = await cluster.job_controller.create(resources.PODS, hooked._pod_for(job))
+    pod["status"] = {
+        "phase": "Running",
+        "containerStatuses": [
+            {"name": c["name"], "ready": True, "restartCount": 0, "state": {"running": {}}}
+            for c in pod["spec"]["containers"]
+        ],
+    }
+    updated: Obj = await cluster.admin.replace(resources.PODS, pod, subresource="status")
+    return updated
+
+
+async def test_a_predecessor_no_set_records_holds_its_replacement_back() -> None:
+    """The harder case: the victim was told to stop, and the bridge has not created its set at
+    all (down, or its create still retried). No read can see that set; the victim can be seen.
+    The replacement's CREATE is denied (429) until a set records the victim, then planned from
+    it (here: a wait for the set still saving)."""
+    async with hooked.running(hooked.CONFIG) as cluster:
+        job = await _job(cluster)
+        owner = _lineage(job)
+        victim = await _running(cluster, job)
+        assert victim["metadata"]["labels"][keys.CHECKPOINT_LINEAGE_LABEL] == owner.hash
+        # Evicted: terminating, held by Kontinue's finalizer; the bridge records nothing.
+        await cluster.admin.delete(resources.PODS, victim["metadata"]["name"], namespace=NS)
+        with pytest.raises(errors.TooManyRequests, match="no Checkpoint records it yet"):
+            await cluster.job_controller.create(resources.PODS, hooked._pod_for(job))
+        # The bridge is back and records the eviction: the set names the victim.
+        body = support.make_checkpoint(
+            "train-a-late",
+            lineage=owner,
+            members=[(victim["metadata"]["name"], victim["metadata"]["uid"], 0)],
+        ).model_dump(mode="json", by_alias=True, exclude_none=True)
+        del body["status"]  # still saving: Pending
+        body["metadata"]["labels"] = {keys.CHECKPOINT_OWNER_UID_LABEL: owner.owner_uid}
+        await cluster.bridge.create(resources.CHECKPOINTS, body)
+        pod = await cluster.job_controller.create(resources.PODS, hooked._pod_for(job))
+        annotations = pod["metadata"]["annotations"]
+        assert annotations[keys.RESTORE_FROM_ANNOTATION] == "train-a-late"
+        waiting = {
+            e["name"]: e.get("value")
+            for e in pod["spec"]["initContainers"][0]["env"]
+            if e["name"] == keys.ENV_WAIT_FOR
+        }
+        assert (waiting[keys.ENV_WAIT_FOR] or "").endswith(victim["metadata"]["uid"])
+
+
+async def test_past_the_bound_the_replacement_is_admitted_without_the_save() -> None:
+    config = dataclasses.replace(hooked.CONFIG, unrecorded_wait_seconds=1)
+    async with hooked.running(config) as cluster:
+        job = await _job(cluster)
+        victim = await _running(cluster, job)
+        # Deleted with no grace: its deletionTimestamp is now, so the bound ends a second later.
+        await cluster.admin.delete(
+            resources.PODS, victim["metadata"]["name"], namespace=NS, grace_period_seconds=0
+        )
+
+        async def admitted() -> bool:
+            try:
+                pod = await cluster.job_controller.create(
+                    resources.PODS, hooked._pod_for(job), dry_run=True
+                )
+            except errors.TooManyRequests:
+                return False
+            return keys.COLD_START_REASON_ANNOTATION in pod["metadata"]["annotations"]
+
+        await eventually(admitted, what="the replacement admitted once the bound passed")
