@@ -101,7 +101,8 @@ async def test_a_set_recorded_just_before_the_pod_is_restored(live: bool) -> Non
 @pytest.fixture
 async def emulated() -> Any:
     async with server.ApiServer() as running:
-        for path in hooked.CRDS:
+        ours = sorted((fixtures.MANIFESTS / "crds").glob("kontinue.dev_*.yaml"))
+        for path in [*ours, *hooked.CRDS]:
             running.install_crd(fixtures.load_one(path))
         yield running
 
