@@ -91,7 +91,7 @@ async def test_restore_is_steered_then_a_stale_annotation_is_cleared_on_the_next
     job = await _setup(cluster)
     await cluster.put_checkpoint(job, "good", minute=1, policy="steer", gpu_product=A100)
     workload = await cluster.workload(job, checks=[CHECK])
-    await cluster.start_bridge()
+    bridge = await cluster.start_bridge()
 
     async def ready() -> bool:
         return bool((await _check(cluster, workload))["state"] == "Ready")
@@ -115,6 +115,12 @@ async def test_restore_is_steered_then_a_stale_annotation_is_cleared_on_the_next
         namespace=NS,
         subresource="status",
     )
+
+    def seen() -> bool:  # the bridge's watch cache has the patch (it lags under load)
+        cp = bridge.controller.caches.checkpoints.get("good", NS)
+        return cp is not None and cp.status.failed_restores == 5
+
+    await eventually(seen, what="the bridge's cache sees failedRestores")
     await cluster.evict(workload)
     stale = await _check(cluster, workload)
     assert stale["state"] == "Pending"
