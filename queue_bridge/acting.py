@@ -72,7 +72,12 @@ async def write_status(
 
 
 async def remove_finalizer(kube: kube_api.Api, pod: core.Pod) -> bool:
-    """Remove ``kontinue.dev/checkpoint`` from ``pod``; ``False`` if it or the pod is gone."""
+    """Remove ``kontinue.dev/checkpoint`` from ``pod``; ``False`` if it or the pod is gone.
+
+    The same patch drops the label ``kontinue.dev/lineage-hash``: the webhook finds a
+    replacement's predecessors that no set records yet among the lineage's Failed pods still
+    carrying it (webhook/unrecorded.py), so a released pod leaves that list and it stays small
+    however many pods a Job has ended."""
     finalizers = pod.metadata.finalizers or []
     if keys.CHECKPOINT_FINALIZER not in finalizers:
         return False
@@ -83,6 +88,9 @@ async def remove_finalizer(kube: kube_api.Api, pod: core.Pod) -> bool:
         {"op": "test", "path": path, "value": keys.CHECKPOINT_FINALIZER},
         {"op": "remove", "path": path},
     ]
+    if pod.metadata.label(keys.CHECKPOINT_LINEAGE_LABEL) is not None:
+        label = keys.CHECKPOINT_LINEAGE_LABEL.replace("~", "~0").replace("/", "~1")
+        operations.append({"op": "remove", "path": f"/metadata/labels/{label}"})
     try:
         await kube.json_patch(resources.PODS, pod.name, operations, namespace=pod.namespace)
     except errors.NotFound:

@@ -186,29 +186,28 @@ class Reader:
         return found, str((page.get("metadata") or {}).get("resourceVersion") or "")
 
     async def read_pods(self, lineage: checkpoint_model.Lineage) -> list[core.Pod] | None:
-        """The lineage's plumbed pods (label ``kontinue.dev/lineage-hash``), or ``None`` when
-        they could not be read (logged, counted): then no predecessor is looked for."""
+        """The lineage's Failed pods the bridge has not released yet (label
+        ``kontinue.dev/lineage-hash``, which the webhook adds and the bridge drops with its
+        finalizer; field ``status.phase=Failed``: an evicted pod that saved exits 143), or
+        ``None`` when they could not be read (logged, counted): then no predecessor is looked
+        for. Small whatever the Job's size: running pods and released ones are not listed."""
         try:
             async with asyncio.timeout(self.seconds):
                 page = await self.api.list(
                     resources.PODS,
                     namespace=lineage.namespace,
                     label_selector={keys.CHECKPOINT_LINEAGE_LABEL: lineage.hash},
+                    field_selector="status.phase=Failed",
                 )
-        except (TimeoutError, kube_errors.ApiError) as exc:
+            found = [base.parse(core.Pod, raw) for raw in page.get("items") or []]
+        except Exception as exc:  # any failure: plan as before this read existed
             outcome = TIMEOUT if isinstance(exc, TimeoutError) else ERROR
             self._count(outcome, "pods")
             logger.warning(
-                "live read of pods failed (%s) lineage=%s: %s", outcome, lineage.key, exc
+                "live read of pods failed (%s) lineage=%s: %r", outcome, lineage.key, exc
             )
             return None
         self._count(OK, "pods")
-        found = []
-        for raw in page.get("items") or []:
-            try:
-                found.append(base.parse(core.Pod, raw))
-            except errors.InvalidObject as exc:
-                logger.warning("live read: unreadable pod skipped: %s", exc)
         return found
 
     async def view(

@@ -12,6 +12,7 @@ the cold start the soak counted. A failing or hanging read falls back to the cac
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from typing import Any
 
 import pytest
@@ -19,7 +20,8 @@ import pytest
 from emulator.apiserver import server
 from kontinue import keys
 from kontinue.kube import api, client, errors, resources
-from kontinue.models import checkpoint
+from kontinue.models import base, checkpoint, core
+from queue_bridge import acting
 from tests import fixtures
 from tests.integration.webhook import test_emulator as hooked
 from tests.unit.webhook import support
@@ -179,13 +181,23 @@ async def test_a_failed_read_plans_from_the_cache_and_says_so(
     assert ("timeout" if hang else "error") in note
 
 
-async def _running(cluster: hooked.Cluster, job: Obj) -> Obj:
-    """A pod of ``job``, created by the job controller and reported running (as a kubelet)."""
+async def _evicted(cluster: hooked.Cluster, job: Obj, *, grace: int | None = None) -> Obj:
+    """A pod of ``job`` the job controller created, evicted (deleted: Kontinue's finalizer holds
+    it), that saved and exited 143 (``Failed``, as its kubelet reports it)."""
     pod: Obj = await cluster.job_controller.create(resources.PODS, hooked._pod_for(job))
+    name = pod["metadata"]["name"]
+    await cluster.admin.delete(resources.PODS, name, namespace=NS, grace_period_seconds=grace)
+    pod = await cluster.admin.get(resources.PODS, name, namespace=NS)
+    finished = base.format_time(datetime.datetime.now(datetime.UTC))
     pod["status"] = {
-        "phase": "Running",
+        "phase": "Failed",
         "containerStatuses": [
-            {"name": c["name"], "ready": True, "restartCount": 0, "state": {"running": {}}}
+            {
+                "name": c["name"],
+                "ready": False,
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": 143, "finishedAt": finished}},
+            }
             for c in pod["spec"]["containers"]
         ],
     }
@@ -201,10 +213,9 @@ async def test_a_predecessor_no_set_records_holds_its_replacement_back() -> None
     async with hooked.running(hooked.CONFIG) as cluster:
         job = await _job(cluster)
         owner = _lineage(job)
-        victim = await _running(cluster, job)
+        # Evicted and ended, held by Kontinue's finalizer; the bridge records nothing.
+        victim = await _evicted(cluster, job)
         assert victim["metadata"]["labels"][keys.CHECKPOINT_LINEAGE_LABEL] == owner.hash
-        # Evicted: terminating, held by Kontinue's finalizer; the bridge records nothing.
-        await cluster.admin.delete(resources.PODS, victim["metadata"]["name"], namespace=NS)
         with pytest.raises(errors.TooManyRequests, match="no Checkpoint records it yet"):
             await cluster.job_controller.create(resources.PODS, hooked._pod_for(job))
         # The bridge is back and records the eviction: the set names the victim.
@@ -231,11 +242,7 @@ async def test_past_the_bound_the_replacement_is_admitted_without_the_save() -> 
     config = dataclasses.replace(hooked.CONFIG, unrecorded_wait_seconds=1)
     async with hooked.running(config) as cluster:
         job = await _job(cluster)
-        victim = await _running(cluster, job)
-        # Deleted with no grace: its deletionTimestamp is now, so the bound ends a second later.
-        await cluster.admin.delete(
-            resources.PODS, victim["metadata"]["name"], namespace=NS, grace_period_seconds=0
-        )
+        await _evicted(cluster, job)  # ended now: the bound ends a second later
 
         async def admitted() -> bool:
             try:
@@ -247,3 +254,35 @@ async def test_past_the_bound_the_replacement_is_admitted_without_the_save() -> 
             return keys.COLD_START_REASON_ANNOTATION in pod["metadata"]["annotations"]
 
         await eventually(admitted, what="the replacement admitted once the bound passed")
+
+
+async def test_the_bridges_release_drops_the_label_the_pod_read_selects() -> None:
+    """The pod read selects the lineage label and ``status.phase=Failed``; the bridge drops the
+    label in the patch that releases its finalizer, so released pods leave that list."""
+    async with hooked.running(hooked.CONFIG) as cluster:
+        job = await _job(cluster)
+        owner = _lineage(job)
+        victim = await _evicted(cluster, job)
+        selector = {keys.CHECKPOINT_LINEAGE_LABEL: owner.hash}
+
+        async def listed() -> list[str]:
+            found = await cluster.admin.list(
+                resources.PODS,
+                namespace=NS,
+                label_selector=selector,
+                field_selector="status.phase=Failed",
+            )
+            return [p["metadata"]["name"] for p in found["items"]]
+
+        assert await listed() == [victim["metadata"]["name"]]
+        api_client = await client.api_client_from_dict(
+            cluster.emulated.kubeconfig(hooked.BRIDGE_USER)
+        )
+        try:
+            released = await acting.remove_finalizer(
+                api.Api(api_client), base.parse(core.Pod, victim)
+            )
+        finally:
+            await api_client.close()
+        assert released
+        assert await listed() == []
