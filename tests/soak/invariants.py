@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from tests.soak import history
 
@@ -94,10 +94,25 @@ def _order(s: history.Set) -> tuple[str, int]:
     return (s.trigger_time, s.added)
 
 
+def _verifiable(found: history.Set, identity: str) -> bool:
+    """An ``Unreported`` member of a set with no other member: "unknown but verifiable"
+    (docs/api.md, "Late results and unreported members"): offered to the next pod of its
+    identity, which restores it if the directory is complete, else the older set."""
+    return found.states.get(identity) == "Unreported" and len(found.members) == 1
+
+
 def expected_source(
-    sets: Iterable[history.Set], *, namespace: str, owner_uid: str, identity: str, at: int
+    sets: Iterable[history.Set],
+    *,
+    namespace: str,
+    owner_uid: str,
+    identity: str,
+    at: int,
+    complete: Callable[[str], bool] = lambda _uid: False,
 ) -> str | None:
-    """The saving pod uid a pod of ``identity`` created at revision ``at`` restores, or None."""
+    """The saving pod uid a pod of ``identity`` created at revision ``at`` restores, or None.
+    ``complete``: whether a saving pod's save completed (it printed ``SAVED``), for an
+    unreported member, whose directory the restore verifies."""
     candidates = [
         s
         for s in sets
@@ -110,6 +125,12 @@ def expected_source(
     ]
     for found in sorted(candidates, key=_order, reverse=True):
         if identity not in found.members:
+            continue
+        if found.verdict == "Failed" and _verifiable(found, identity):
+            if found.failed_restores_at(at) < ATTEMPTS_BEFORE_FALLBACK and complete(
+                found.members[identity]
+            ):
+                return found.members[identity]
             continue
         if found.verdict != "Succeeded":
             continue
@@ -153,7 +174,10 @@ def check_restores(
                 )
                 continue
             saver = next((i for i, u in source.members.items() if u == seen.restored_from), "")
-            if source.verdict != "Succeeded" or source.states.get(saver) != "Saved":
+            verified = _verifiable(source, saver) and _complete(outcomes, seen.restored_from)
+            if not verified and (
+                source.verdict != "Succeeded" or source.states.get(saver) != "Saved"
+            ):
                 found.append(
                     Violation(
                         "restores-only-whole-sets",
@@ -181,6 +205,7 @@ def check_restores(
                 owner_uid=owner_uid,
                 identity=pod.identity,
                 at=pod.added,
+                complete=lambda uid: _complete(outcomes, uid),
             )
             if pod.plumbed
             else None
@@ -193,7 +218,8 @@ def check_restores(
                     f"(the webhook wrote {pod.planned})",
                 )
             )
-        if want != seen.restored_from and pod.plumbed and _planned_earlier(record, pod, seen):
+        late = pod.plumbed and _planned_earlier(record, pod, seen, outcomes)
+        if want != seen.restored_from and late:
             found.append(
                 Violation(
                     LATE_PLAN,
@@ -211,6 +237,12 @@ def check_restores(
                 )
             )
     return found
+
+
+def _complete(outcomes: Mapping[str, Outcome], uid: str) -> bool:
+    """The pod ``uid`` printed ``SAVED``: its save completed (its manifest was written)."""
+    seen = outcomes.get(uid)
+    return seen is not None and seen.saved_step is not None
 
 
 def _recorded_after(record: history.Record, pod: history.Pod, seen: Outcome) -> str:
@@ -240,7 +272,9 @@ def _recorded_after(record: history.Record, pod: history.Pod, seen: Outcome) -> 
     return ""
 
 
-def _planned_earlier(record: history.Record, pod: history.Pod, seen: Outcome) -> bool:
+def _planned_earlier(
+    record: history.Record, pod: history.Pod, seen: Outcome, outcomes: Mapping[str, Outcome]
+) -> bool:
     """Whether the rule, applied to the lineage as it was just before some change recorded
     within :data:`LAG` seconds before the pod's creation, gives what the pod restored."""
     changes = set()
@@ -256,6 +290,7 @@ def _planned_earlier(record: history.Record, pod: history.Pod, seen: Outcome) ->
             owner_uid=pod.owner_uid,
             identity=pod.identity,
             at=at,
+            complete=lambda uid: _complete(outcomes, uid),
         )
         == seen.restored_from
         for at in sorted(recent)
@@ -289,6 +324,7 @@ def check_incarnation(
                 owner_uid=owner_uid,
                 identity=p.identity,
                 at=latest + 1,
+                complete=lambda uid: _complete(outcomes, uid),
             )
             == observed[p.uid]
             for p in plumbed

@@ -269,3 +269,47 @@ def test_a_save_recorded_after_the_pod_was_created_is_a_counted_finding() -> Non
     outcomes["c0"] = restored("b0", 9)  # were it restored (not what the rule gives): no finding
     found = invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID)
     assert invariants.UNRECORDED not in {v.invariant for v in found}
+
+
+def test_an_unreported_member_of_its_own_set_is_verifiable() -> None:
+    """docs/api.md, "Late results and unreported members": an ``Unreported`` member of a set
+    with no other member is offered to the next pod of its identity, which restores it if its
+    save completed, else the older set. Under ``coupled`` a set with other members is not."""
+    b = Builder()
+    b.pod("a0", 0)
+    b.set_("a", {"index=0": "a0"}, minute=1)
+    b.verdict("a", "Succeeded", {"index=0": "Saved"})
+    b.pod("u0", 0)
+    b.set_("u", {"index=0": "u0"}, minute=2)
+    b.verdict("u", "Failed", {"index=0": "Unreported"})
+    b.clock += 10
+    b.pod("n0", 0)
+    done = {
+        "a0": saved(5),
+        "u0": invariants.Outcome(started=True, restored_from="a0", restored_step=5, saved_step=9),
+    }
+    outcomes = {**done, "n0": restored("u0", 9)}
+    assert invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID) == []
+    # its save never completed (torn): the rule gives the older set, and restoring it is wrong
+    torn = {**done, "u0": invariants.Outcome(started=True, restored_from="a0", restored_step=5)}
+    assert (
+        invariants.check_restores(b.record, {**torn, "n0": restored("a0", 5)}, owner_uid=JOB_UID)
+        == []
+    )
+    found = invariants.check_restores(
+        b.record, {**torn, "n0": restored("u0", 9)}, owner_uid=JOB_UID
+    )
+    assert "restores-only-whole-sets" in {v.invariant for v in found}
+
+
+def test_an_unreported_member_of_a_set_with_others_is_not_restored() -> None:
+    b = Builder()
+    b.pod("a0", 0)
+    b.pod("a1", 1)
+    b.set_("w", {"index=0": "a0", "index=1": "a1"}, minute=1)
+    b.verdict("w", "Failed", {"index=0": "Unreported", "index=1": "Saved"})
+    b.clock += 10
+    b.pod("n0", 0)
+    outcomes = {"a0": saved(5), "a1": saved(5), "n0": restored("a0", 5)}
+    found = invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID)
+    assert "restores-only-whole-sets" in {v.invariant for v in found}
