@@ -317,6 +317,9 @@ class Fresh:
     def nodes(self) -> Sequence[core.Node]:
         return self.base.nodes()
 
+    def claim_exists(self, namespace: str, name: str) -> bool | None:
+        return self.base.claim_exists(namespace, name)
+
     def cluster_queue(self, name: str) -> kueue.ClusterQueue | None:
         return self.base.cluster_queue(name)
 
