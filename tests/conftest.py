@@ -4,8 +4,9 @@ Markers (``pytest -m "not slow"`` is the fast inner loop; docs/testing.md):
 
 - ``demo``: runs the demo (tests/integration/demo/);
 - ``e2e``: a whole emulated cluster end to end (tests/integration/cluster/, the bridge's
-  tests/integration/bridge/test_end_to_end.py, the short fault soak tests/soak/test_soak.py) or
-  a real control plane (tests/realcp/);
+  tests/integration/bridge/test_end_to_end.py and the tests built on it, the CLI's and the SDK's
+  cluster tests, the short fault soak tests/soak/test_soak.py) or a real control plane
+  (tests/realcp/);
 - ``slow``: every ``demo`` and ``e2e`` test, and any test marked so by hand.
 """
 
@@ -22,9 +23,31 @@ DEMO = ("integration/demo/",)
 E2E = (
     "integration/cluster/",
     "integration/bridge/test_end_to_end.py",
+    # the tests that start the bridge's end-to-end system or the Volcano-only one
+    "integration/bridge/test_failed_restore.py",
+    "integration/bridge/test_member_sets.py",
+    "integration/bridge/test_observability.py",
+    "integration/bridge/test_pod_shapes.py",
+    "integration/bridge/test_volcano_preemptions.py",
+    "integration/webhook/test_cluster.py",
+    # the demo's stack (emulator/demo/stack.py) under the CLI and the SDK
+    "integration/cli/test_",
+    "integration/sdk/test_hf_cluster.py",
+    "integration/sdk/test_shared_cluster.py",
+    "integration/sdk/test_torch_cluster.py",
     "realcp/",
     "soak/test_soak.py",
 )
+WHOLE_CLUSTER = (
+    "cluster.Cluster(",
+    "stack.running(",
+    "harness.kube(",
+    "harness.running(",
+    "test_end_to_end import",
+    "volcano_system(",
+)
+"""What a test module that starts a whole emulated cluster says (tests/unit/suite/test_guards.py
+checks each such module is marked ``e2e`` by its path above)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -25,6 +25,7 @@ DOC = harness.ROOT / "docs" / "workload-contract.md"
 ENV = {"TRAINER_EPOCHS": "2", pytorch.ENV_BACKEND: "dcp"}
 
 
+@pytest.mark.slow  # four torch.distributed.checkpoint processes: ~45 s on a loaded 2-core machine
 @pytest.mark.timeout(300)
 def test_dcp_backend_three_sigterms_equal_the_uninterrupted_run(tmp_path: Path) -> None:
     (reference,) = harness.reference_run(MODULE, ENV)

@@ -51,3 +51,18 @@ def test_paths_mark_slow_tests(pytester: pytest.Pytester) -> None:
         "passed": 1,
         "deselected": 2,
     }
+
+
+def test_every_module_that_starts_a_whole_emulated_cluster_is_marked_e2e() -> None:
+    from tests import conftest
+
+    tests = Path(conftest.__file__).parent
+    unmarked = []
+    for module in sorted(tests.rglob("test_*.py")):
+        where = module.relative_to(tests).as_posix()
+        if where.startswith("unit/") or where.startswith(conftest.DEMO + conftest.E2E):
+            continue
+        text = module.read_text()
+        if any(sign in text for sign in conftest.WHOLE_CLUSTER):
+            unmarked.append(where)
+    assert unmarked == [], "add these to E2E in tests/conftest.py"
