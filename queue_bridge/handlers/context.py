@@ -30,7 +30,7 @@ log = logging.getLogger("kontinue.bridge")
 WRITE_VISIBLE_SECONDS = 5.0
 """How long a lineage's lock waits for the watch cache to show our own Checkpoint write."""
 EVENT_DEFER_SECONDS = 1.0
-"""How long an Event post waits, at most, for the keys that create Checkpoints to drain."""
+"""How long a batch of Event posts waits, at most, for the keys that create Checkpoints to drain."""
 Clock = Callable[[], datetime.datetime]
 
 
@@ -150,13 +150,16 @@ class Context:
 
     async def _send(self) -> None:
         while self._outbox:
-            # a burst of evictions first makes its Checkpoints, then tells about them (bounded)
+            # A burst of evictions first makes its Checkpoints, then tells about them: each
+            # batch (what is queued now) waits at most EVENT_DEFER_SECONDS, so Events keep
+            # flowing in batches even while evictions keep the bridge busy.
             await self.queue.urgent_drained(EVENT_DEFER_SECONDS)
-            obj, reason, message, type_ = self._outbox.popleft()
-            try:
-                await self.recorder.record(obj, reason=reason, message=message, type_=type_)
-            except Exception:  # the recorder logs API errors; anything else must not stop us
-                log.exception("recording event failed reason=%s", reason)
+            for _ in range(len(self._outbox)):
+                obj, reason, message, type_ = self._outbox.popleft()
+                try:
+                    await self.recorder.record(obj, reason=reason, message=message, type_=type_)
+                except Exception:  # the recorder logs API errors; anything else must not stop us
+                    log.exception("recording event failed reason=%s", reason)
 
     async def events_sent(self) -> None:
         """Wait until every Event asked for so far was posted (shutdown, tests)."""
