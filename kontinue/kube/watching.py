@@ -10,18 +10,16 @@ client-go's reflector (``staging/src/k8s.io/client-go/tools/cache/reflector.go``
 * Every watch event and BOOKMARK advances the remembered resourceVersion, so a new watch
   resumes exactly where the last one stopped. A stream that ends (server ``timeoutSeconds`` =
   ``watch_timeout_seconds`` x [1, 2), as the reflector picks it) or drops resumes from there.
-* **410 Gone** (the version left the server's history) re-lists and reconciles: objects that
-  vanished meanwhile are ``DELETED``, changed ones ``MODIFIED``, new ones ``ADDED``; an object
-  whose resourceVersion did not change gets no event.
+* **410 Gone** (the version left the server's history) re-lists and reconciles: vanished objects
+  are ``DELETED``, changed ``MODIFIED``, new ``ADDED``; an unchanged resourceVersion, no event.
 * Errors (5xx, 429 — at least its Retry-After —, a dropped connection, a garbled line, a
   request that hangs past ``request_timeout_seconds``, even an unexpected exception, which is
   logged with its traceback) back off exponentially with a cap and jitter (:class:`Backoff`).
   A watch that ends within a second without a single event counts as a failure too (the
   reflector's "very short watch"), and so does a second 410 in a row, so a server that closes
   or expires every stream cannot make us spin.
-* Every ``resync_seconds`` the cache re-lists even when nothing failed: this repairs drift
-  (an event a buggy server never sent) and re-delivers each unchanged object as ``SYNC`` so
-  level-triggered handlers re-check it.
+* Every ``resync_seconds`` it re-lists anyway: drift is repaired (an event a buggy server never
+  sent) and each unchanged object comes again as ``SYNC`` for level-triggered handlers.
 
 Objects are validated into ``model`` at this boundary (:meth:`kontinue.kube.store.Store.admit`):
 one that fails is logged and skipped; the last valid copy of that key stays. A deletion is always
@@ -29,14 +27,12 @@ delivered. Subscribers are called synchronously after the store holds the change
 block or do I/O (enqueue a key and return). An exception in a subscriber is logged and does not
 stop the cache.
 
-Memory: what the cache holds and how (validated models, or a ``transform`` and ``packed=True``
-for compact JSON parsed on read) is :mod:`kontinue.kube.store`. Subscribers get the parsed model
-either way; a list is folded in page by page, so the raw pages of a big list are never held all
-at once.
+Memory: what is held and how (models, or ``transform`` + ``packed=True``: compact JSON parsed on
+read) is :mod:`kontinue.kube.store`; a list is folded in page by page, never held whole.
 
-Limits: one cache watches one resource with one selector; it does not share informers between
-callers and does not use ``sendInitialEvents`` streaming lists. A subscriber added after the
-first list gets no ``ADDED`` for what is already cached.
+Limits: one resource and one selector per cache; no informers shared between callers, no
+``sendInitialEvents`` lists; a subscriber added after the first list gets no ``ADDED`` for what
+is already cached.
 """
 
 from __future__ import annotations
