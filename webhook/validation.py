@@ -220,11 +220,20 @@ def _policy_mount(pod: Obj, *, namespace: str, state: state_module.State) -> str
     return chosen.spec.storage.mount_path
 
 
+_WATCHED_ENV = frozenset({keys.ENV_RESTORE_FROM, plumbing.ENV_RESTORE_SOURCE, keys.ENV_WAIT_FOR})
+
+
+def _names_watched_env(containers: list[Obj]) -> bool:
+    """Whether any container sets a variable :func:`_path_errors` checks (most pods: none, and
+    then the policy lookup for their mount path is skipped; issue 14)."""
+    return any(env.get("name") in _WATCHED_ENV for c in containers for env in c.get("env") or [])
+
+
 def _path_errors(
     containers: list[Obj], field: str, pod_lineage: checkpoint.Lineage | None, pod_mounts: list[str]
 ) -> list[FieldError]:
     found: list[FieldError] = []
-    watched = {keys.ENV_RESTORE_FROM, plumbing.ENV_RESTORE_SOURCE, keys.ENV_WAIT_FOR}
+    watched = _WATCHED_ENV
     for i, container in enumerate(containers):
         mounts = _mount_paths(container, pod_mounts)
         for j, env in enumerate(container.get("env") or []):
@@ -293,6 +302,8 @@ def forged_reserved_keys(
         )
     spec: Obj = pod.get("spec") or {}
     containers: list[Obj] = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    if not _names_watched_env(containers):
+        return capped(found)  # no path to check: the mounts below would go unread
     pod_mounts = [
         m["mountPath"]
         for c in containers
