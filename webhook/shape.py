@@ -96,9 +96,9 @@ def _list(
 
 
 def _strings(items: Iterable[Any]) -> bool:
-    """Whether every item is exactly a ``str`` (what JSON gives), decided by a loop in C: for
-    a map of 20,000 annotations ~10x cheaper than testing each in Python. ``False`` says
-    nothing, the caller then looks item by item (a ``str`` subclass lands there too)."""
+    """Whether every item is exactly a ``str`` (what JSON gives), decided by a loop in C (for a
+    map of 20,000 annotations 0.35 ms against 0.45 ms for the loop below). ``False`` says
+    nothing: the caller then looks item by item (a ``str`` subclass lands there too)."""
     return set(map(type, items)) <= _STR
 
 
@@ -150,14 +150,6 @@ def _annotation_bytes(found: _Found, meta: dict[str, Any], path: str) -> None:
     ``ValidateAnnotationsSize``, ``TotalAnnotationSizeLimitB``)."""
     annotations = meta.get("annotations")
     if not isinstance(annotations, dict):
-        return
-    if _strings(annotations) and _strings(annotations.values()):
-        # the same sum as below, in C (the loop's running total only grows, so it passes the
-        # limit at some key exactly when the whole sum does)
-        if sum(map(len, annotations)) + sum(map(len, annotations.values())) > (
-            TOTAL_ANNOTATION_BYTES
-        ):
-            found.add(path, f"may not exceed {TOTAL_ANNOTATION_BYTES} bytes in all")
         return
     total = 0
     for key, value in annotations.items():
