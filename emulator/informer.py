@@ -118,7 +118,7 @@ class Informer:
         return str(listed["metadata"].get("resourceVersion") or "")
 
     async def run(self) -> None:
-        """List and watch until cancelled; every failure re-lists after a short pause."""
+        """List and watch until cancelled; every failure re-lists after :func:`retry_delay`."""
         while True:
             try:
                 version = await self._relist()
@@ -135,7 +135,57 @@ class Informer:
                             self._apply(event["type"], obj)
             except (errors.ApiError, ValueError) as error:
                 log.info("%s watch ended (%s); re-listing", self.resource.plural, error)
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(retry_delay(error))
+
+
+def retry_delay(error: Exception) -> float:
+    """Seconds a list+watch loop waits after ``error`` before listing again; it never gives up.
+
+    client-go's reflector retries every failure (kubernetes/client-go tools/cache/reflector.go:
+    ``watch`` backs off and re-watches on ``apierrors.IsTooManyRequests`` — "watch of %v
+    returned 429 - backing off" — and ``Run`` repeats a failed ``ListAndWatch`` through
+    ``wait.BackoffUntil``). A real kube-apiserver answers 429 ``storage is (re)initializing``
+    (``retryAfterSeconds: 1``) to a list or watch of a CustomResource whose watch cache is not
+    ready yet: for a moment after its CRD is created or changed (kubernetes/kubernetes
+    staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go ``Watch``/``GetList``: ``ready``
+    not yet ``Ready``, ``errors.NewTooManyRequests(err.Error(), 1)``). The server's
+    ``retryAfterSeconds`` is honoured; a missing CRD (404) is polled every half second.
+    """
+    if isinstance(error, errors.TooManyRequests):
+        return max(error.retry_after or 1.0, 0.05)
+    if isinstance(error, errors.NotFound):
+        return 0.5
+    return 0.05
+
+
+async def mark_on_change(
+    client: interface.Client,
+    resource: Resource,
+    *,
+    on_listed: Callable[[], None],
+    on_event: OnChange,
+    what: str,
+) -> None:
+    """List ``resource`` (then ``on_listed()``) and watch it from the list's resourceVersion,
+    calling ``on_event(type, object)`` for every change, until cancelled.
+
+    The loop of a level-triggered controller that re-decides from fresh lists (the emulated
+    Kueue and Volcano): it only needs to learn *that* something changed, never misses a change
+    (a failed list or watch is retried after :func:`retry_delay`, then re-listed, which reports
+    anything missed through ``on_listed``), and never ends on an API error.
+    """
+    while True:
+        try:
+            listed = await client.list(resource)
+            on_listed()
+            version = listed["metadata"]["resourceVersion"]
+            async for event in client.watch(resource, resource_version=version):
+                if event["type"] != "BOOKMARK":
+                    on_event(event["type"], event["object"])
+        except (errors.ApiError, ValueError) as error:
+            if not isinstance(error, errors.NotFound):  # a CRD not installed (yet): quiet
+                log.info("%s: %s list/watch ended (%s); re-listing", what, resource.plural, error)
+            await asyncio.sleep(retry_delay(error))
 
 
 async def start(

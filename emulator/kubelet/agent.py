@@ -14,6 +14,18 @@ kubelet does not own that appeared meanwhile (a scheduler's ``DisruptionTarget``
 conflict: the outcome of ``mergePodStatus`` without the two-way patch. A pod whose finalizers keep
 the object after the final DELETE stays in the API, terminal, and is not run again.
 
+An API error never ends a pod's life here, as it never does on a real node: the status manager
+logs a failed read or write ("Failed to get status for pod") and retries it on its next sync
+(pkg/kubelet/status/status_manager.go ``syncPod``, ``syncBatch`` every ``syncPeriod`` = 10 s),
+independently of the pod worker. Here a failed read, status write, Service list or final DELETE
+is retried every ``Timing.status_retry_seconds`` until it succeeds or the pod is gone (404, or
+another uid). One real cause, measured on the real control-plane tier: the Node authorizer
+answers 403 "no relationship found between node ... and this object" to a kubelet's GET of a pod
+bound a moment ago, until its graph — fed by the apiserver's own pod informer
+(plugin/pkg/auth/authorizer/node/graph_populator.go, node_authorizer.go) — has seen the binding.
+The emulator's one simplification: the worker waits for its write instead of running on while
+the status manager retries, so the pod's next step comes that much later.
+
 Checkpoint storage: a ``hostPath`` or ``persistentVolumeClaim`` volume maps to one directory under
 the cluster's shared root (:func:`emulator.kubelet.launch.volume_host_path`), the same for every
 node, so a pod on node B reads what a pod on node A wrote -- the ReadWriteMany volume of a real
@@ -110,41 +122,68 @@ class Agent:
             self.finished[uid] = outcome
             if outcome.final_delete:
                 await self._final_delete(pod_worker.pod)
-        except errors.ApiError as error:
+        except errors.ApiError as error:  # not expected: every call below retries its own
             log.warning("pod %s on %s: %s", pod_worker.pod["metadata"]["name"], self.node, error)
         finally:
             self.workers.pop(uid, None)
             self._tasks.pop(uid, None)
 
+    async def _retry_pause(self, pod: Object, what: str, error: errors.ApiError) -> None:
+        """Log a failed call for ``pod`` and wait before the next attempt (module docstring)."""
+        log.info(
+            "pod %s on %s: %s failed (%s); retrying",
+            pod["metadata"]["name"],
+            self.node.name,
+            what,
+            error,
+        )
+        await asyncio.sleep(self.timing.status_retry_seconds)
+
     async def _service_env(self, pod: Object) -> dict[str, str]:
         """Service links for the pod's containers (:mod:`emulator.kubelet.servicelinks`)."""
         namespace = pod["metadata"]["namespace"]
-        found = (await self.client.list(resources.SERVICES, namespace=namespace))["items"]
-        if namespace != "default":
-            found += (await self.client.list(resources.SERVICES, namespace="default"))["items"]
+        while True:
+            try:
+                found = (await self.client.list(resources.SERVICES, namespace=namespace))["items"]
+                if namespace != "default":
+                    found += (await self.client.list(resources.SERVICES, namespace="default"))[
+                        "items"
+                    ]
+                break
+            except errors.ApiError as error:
+                await self._retry_pause(pod, "listing Services", error)
         enabled = (pod.get("spec") or {}).get("enableServiceLinks", True) is not False
         return servicelinks.variables(found, namespace=namespace, enable_service_links=enabled)
 
     async def _final_delete(self, pod: Object) -> None:
         meta = pod["metadata"]
-        with contextlib.suppress(errors.NotFound, errors.Conflict):
-            await self.client.delete(
-                resources.PODS,
-                meta["name"],
-                namespace=meta["namespace"],
-                grace_period_seconds=0,
-                preconditions={"uid": meta["uid"]},
-            )
+        while True:
+            try:
+                with contextlib.suppress(errors.NotFound, errors.Conflict):
+                    await self.client.delete(
+                        resources.PODS,
+                        meta["name"],
+                        namespace=meta["namespace"],
+                        grace_period_seconds=0,
+                        preconditions={"uid": meta["uid"]},
+                    )
+                return
+            except errors.ApiError as error:
+                await self._retry_pause(pod, "the final DELETE", error)
 
     async def _write(self, pod: Object, new: Object) -> None:
         meta = pod["metadata"]
-        for _ in range(20):
+        conflicts = 0
+        while conflicts < 20:
             try:
                 current = await self.client.get(
                     resources.PODS, meta["name"], namespace=meta["namespace"]
                 )
             except errors.NotFound:
                 return
+            except errors.ApiError as error:
+                await self._retry_pause(pod, "reading it for a status write", error)
+                continue
             if _uid(current) != meta["uid"]:
                 return
             merged = dict(new)
@@ -164,5 +203,7 @@ class Agent:
             except errors.NotFound:
                 return
             except errors.Conflict:
-                continue
+                conflicts += 1
+            except errors.ApiError as error:
+                await self._retry_pause(pod, "its status write", error)
         log.warning("pod %s: status write kept conflicting", meta["name"])

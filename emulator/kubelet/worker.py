@@ -40,6 +40,7 @@ class Timing:
     sandbox_seconds: float = 0.4  # binding -> PodReadyToStartContainers=True
     terminal_delay_seconds: float = 1.0  # last container stopped -> terminal phase written
     minimum_grace_seconds: int = runtime.MINIMUM_GRACE_SECONDS
+    status_retry_seconds: float = 1.0  # a failed status write retried (upstream: every 10 s)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -50,6 +50,7 @@ from typing import Any
 
 import yaml
 
+from emulator import informer
 from emulator.apiserver import server
 from emulator.kueue import conditions, events, podsets, quota, webhook, workloads
 from kontinue import keys
@@ -214,18 +215,13 @@ class Kueue:
     # --- plumbing ------------------------------------------------------------------------------
 
     async def _watch(self, resource: resources.Resource) -> None:
-        while True:
-            try:
-                listed = await self.client.list(resource)
-                self._dirty.set()
-                version = listed["metadata"]["resourceVersion"]
-                async for event in self.client.watch(resource, resource_version=version):
-                    if event["type"] != "BOOKMARK":
-                        self._dirty.set()
-            except errors.NotFound:  # CRD not installed (yet)
-                await asyncio.sleep(0.5)
-            except (errors.Gone, errors.ServerError):
-                await asyncio.sleep(0.05)
+        await informer.mark_on_change(
+            self.client,
+            resource,
+            on_listed=self._dirty.set,
+            on_event=lambda _kind, _obj: self._dirty.set(),
+            what="emulated kueue",
+        )
 
     async def _loop(self) -> None:
         while True:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from emulator import informer
 from emulator.apiserver import server
 from emulator.kueue import controller as kueue_controller
 from kontinue.kube import errors, resources
@@ -52,21 +53,18 @@ class Loop:
         self._tasks.clear()
 
     async def _watch(self, resource: resources.Resource) -> None:
-        while True:
-            try:
-                listed = await self.client.list(resource)
-                self._dirty.set()
-                version = listed["metadata"]["resourceVersion"]
-                async for event in self.client.watch(resource, resource_version=version):
-                    if event["type"] == "BOOKMARK":
-                        continue
-                    if self.on_event is not None:
-                        self.on_event(event["type"], event["object"])
-                    self._dirty.set()
-            except errors.NotFound:
-                await asyncio.sleep(0.5)
-            except (errors.Gone, errors.ServerError):
-                await asyncio.sleep(0.05)
+        await informer.mark_on_change(
+            self.client,
+            resource,
+            on_listed=self._dirty.set,
+            on_event=self._changed,
+            what=self.name,
+        )
+
+    def _changed(self, kind: str, obj: dict[str, Any]) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, obj)
+        self._dirty.set()
 
     async def _loop(self) -> None:
         while True:

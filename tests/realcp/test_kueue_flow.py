@@ -140,6 +140,23 @@ class Flow:
         await self.until(progressing, f"a running {job} pod past step {min_step}")
         return found[-1]
 
+    async def run_urgent_pod(self) -> None:
+        """Create a pod outside Kueue (named :attr:`high`, high priority, one GPU, a few steps)
+        and wait until it Succeeded: kube-scheduler preempts a low pod to place it."""
+        urgent = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": self.high, "namespace": self.namespace},
+            "spec": self.pod_spec(priority=f"high-{self.tag}", steps=5, save_seconds=0.2),
+        }
+        await self.admin.create(resources.PODS, urgent, namespace=self.namespace)
+
+        async def urgent_done() -> bool:
+            pod = await self.admin.get(resources.PODS, self.high, namespace=self.namespace)
+            return (pod.get("status") or {}).get("phase") == "Succeeded"
+
+        await self.until(urgent_done, "the urgent pod Succeeded")
+
     async def until(self, check: Any, what: str) -> None:
         """``eventually`` within :data:`WAIT`, failing with the state of the flow's objects."""
         try:
@@ -167,6 +184,7 @@ class Flow:
                 lines.append(
                     f"{resource.kind} {obj['metadata']['name']} suspend="
                     f"{(obj.get('spec') or {}).get('suspend')} node={node} {extra} {conditions}"
+                    + (self._pod_detail(obj) if resource is resources.PODS else "")
                 )
         events = await self.admin.list(resources.EVENTS, namespace=self.namespace)
         for event in events["items"]:
@@ -176,6 +194,28 @@ class Flow:
                 f"{event.get('message')}"
             )
         return "\n".join(lines)
+
+    def _pod_detail(self, pod: Obj) -> str:
+        """Each container's state, and what the node's emulated kubelet holds for the pod."""
+        status = pod.get("status") or {}
+        states = [
+            f"{c['name']}={next(iter(c.get('state') or {'?': 0}))}"
+            for c in [
+                *(status.get("initContainerStatuses") or []),
+                *(status.get("containerStatuses") or []),
+            ]
+        ]
+        uid = pod["metadata"]["uid"]
+        kubelet = self.cluster.kubelets.get(str((pod.get("spec") or {}).get("nodeName")))
+        held = "no kubelet"
+        if kubelet is not None:
+            held = "worker" if uid in kubelet.workers else "unseen"
+            if uid in kubelet.finished:
+                held = f"finished {kubelet.finished[uid].phase}"
+            elif kubelet.pods.get(pod["metadata"]["name"], self.namespace) is None:
+                held += ", not in its informer"
+        deleting = " deleting" if pod["metadata"].get("deletionTimestamp") else ""
+        return f" containers={states} kubelet={held}{deleting}"
 
     async def checkpoints(self) -> list[checkpoint.Checkpoint]:
         listed = await self.admin.list(resources.CHECKPOINTS, namespace=self.namespace)
@@ -413,19 +453,7 @@ async def test_a_kube_scheduler_preemption_ends_restored(
         victim = await flow.running_pod(flow.low, min_step=10, exclude=set())
 
         # A pod outside Kueue that needs the node's only GPU, at a higher priority.
-        urgent = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": flow.high, "namespace": namespace},
-            "spec": flow.pod_spec(priority=f"high-{flow.tag}", steps=5, save_seconds=0.2),
-        }
-        await admin.create(resources.PODS, urgent, namespace=namespace)
-
-        async def urgent_done() -> bool:
-            pod = await admin.get(resources.PODS, flow.high, namespace=namespace)
-            return (pod.get("status") or {}).get("phase") == "Succeeded"
-
-        await flow.until(urgent_done, "the urgent pod Succeeded")
+        await flow.run_urgent_pod()
         saved_log = flow.log(victim)
         assert "SAVED" in saved_log, saved_log[-500:]
         saved = max(int(step) for step in PROGRESS.findall(saved_log))
@@ -477,11 +505,6 @@ def _restore_member(pod: Obj) -> str | None:
     return None
 
 
-@pytest.mark.skip(
-    reason="not yet reliable: in a fresh-clone CI run the high-priority Job's pods stayed Pending "
-    "240 s on the emulated kubelet (1 of 3 full runs); the same timeline is proven on the "
-    "emulated cluster (tests/integration/bridge/test_member_sets.py) — issue 19 stays open"
-)
 async def test_issue_19_preempt_one_then_evict_all_each_index_restores_its_own(
     scheduler: controlplane.ControlPlane,
     kontinue: processes.Installed,
@@ -513,19 +536,7 @@ async def test_issue_19_preempt_one_then_evict_all_each_index_restores_its_own(
         await flow.until(both_running, "both indexes running")
 
         # 1. kube-scheduler preempts one index for a pod outside Kueue.
-        urgent = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": flow.high, "namespace": namespace},
-            "spec": flow.pod_spec(priority=f"high-{flow.tag}", steps=5, save_seconds=0.2),
-        }
-        await admin.create(resources.PODS, urgent, namespace=namespace)
-
-        async def urgent_done() -> bool:
-            pod = await admin.get(resources.PODS, flow.high, namespace=namespace)
-            return (pod.get("status") or {}).get("phase") == "Succeeded"
-
-        await flow.until(urgent_done, "the urgent pod Succeeded")
+        await flow.run_urgent_pod()
         (partial,) = await flow.checkpoints()
         (victim_member,) = partial.spec.members
         hit = next(i for i, p in first.items() if p["metadata"]["uid"] == victim_member.pod_uid)

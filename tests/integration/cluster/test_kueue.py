@@ -622,3 +622,35 @@ async def test_a_podsetupdate_conflicting_with_the_flavor_finishes_the_workload(
     assert "nvidia.com/gpu.product" in message
     await asyncio.sleep(0.3)
     assert (await env.get_job("clash"))["spec"]["suspend"] is True
+
+
+@pytest.mark.parametrize("verb", ["list", "watch"])
+async def test_a_429_on_a_workloads_list_or_watch_is_retried_not_fatal(verb: str) -> None:
+    """A real kube-apiserver answers 429 ``storage is (re)initializing`` (retryAfterSeconds 1) to
+    a list or watch of a CustomResource whose watch cache is not ready, right after its CRD is
+    created or changed (kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/storage/cacher/
+    cacher.go); Kueue's informers back off and retry (kubernetes/client-go
+    tools/cache/reflector.go ``watch``: "returned 429 - backing off"). The emulated Kueue must
+    too: before, the 429 ended its Workload watch for good, so after admitting a Workload it
+    never woke to start the Job — the real-control-plane tier saw exactly that (an Admitted
+    Workload, its Job suspended for 240 s)."""
+    async with server.ApiServer(bookmark_interval=0.2) as api:
+        controller.install_crds(api, fixtures.UPSTREAM / "kueue" / "crds")
+        controller.install_crds(api, fixtures.FIXTURES / "kueue-emulation")
+        fault = api.faults.add(verb=verb, resource="workloads", status=429, count=2)
+        async with controller.Kueue(api, stop_wait=2.0):
+            env = Env(api)
+            await env.setup_queues()
+
+            async def answered_429() -> bool:
+                return fault.fired == 2
+
+            await eventually(answered_429, within=10.0, what="two 429s answered")
+            await env.job("small", gpus=1)
+
+            async def started() -> bool:
+                return (await env.get_job("small"))["spec"]["suspend"] is False
+
+            await eventually(started, within=30.0, what="the Job admitted and started")
+            wl = await env.workload(await env.get_job("small"))
+            assert cond_is(wl, "Admitted", "True", "Admitted")
