@@ -217,8 +217,9 @@ def save_checkpoint(
 
 def _restore(
     directory: Path, *, state_bytes: int, member: str | None = None
-) -> tuple[int, bytearray]:
-    """Verify (files, sizes, digests, member: kontinue.checkpoint_format.verify) and load."""
+) -> tuple[int, bytearray, str | None]:
+    """Verify (files, sizes, digests, member: kontinue.checkpoint_format.verify) and load;
+    returns the step, the state and the member identity the manifest says saved it."""
     manifest = checkpoint_format.verify(directory, member=member)
     step = saved_step(manifest)
     names = {entry.path for entry in manifest.files}
@@ -235,7 +236,7 @@ def _restore(
             f"{directory}: state is {len(state)} bytes but this run keeps {state_bytes} "
             "(--state-bytes differs from the saved run)"
         )
-    return step, state
+    return step, state, manifest.member
 
 
 def _write_termination_message(path: Path, message: Mapping[str, object]) -> None:
@@ -297,7 +298,7 @@ def run(config: Config) -> int:
     restored: int | None = None
     if config.restore_from is not None:
         try:
-            step, state = _restore(
+            step, state, saved_by = _restore(
                 config.restore_from, state_bytes=config.state_bytes, member=config.restore_member
             )
         except (OSError, ValueError, CheckpointError, checkpoint_format.Problem) as error:
@@ -308,7 +309,12 @@ def run(config: Config) -> int:
             )
             return EXIT_RESTORE_REFUSED
         restored = step
-        _say(f"RESTORED step={step} from={config.restore_from}")
+        # who saved it (the manifest's member) and who restores (KONTINUE_MEMBER), "-" unknown:
+        # the demo counts restores of another identity's state from this line
+        _say(
+            f"RESTORED step={step} from={config.restore_from} "
+            f"member={saved_by or '-'} as={config.member or '-'}"
+        )
     total = "inf" if config.steps is None else str(config.steps)
     period = 1.0 / config.rate
     deadline = time.monotonic()

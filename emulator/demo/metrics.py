@@ -35,6 +35,11 @@ class Report:
     handover_p95_s: float | None
     lost_steps_per_preemption: float | None
     jobs_completed: int
+    multi_pod_restores: int = 0
+    """Restores by pods of a multi-pod workload (a job whose pods have more than one identity):
+    the ones where another identity's state could be handed over."""
+    wrong_identity_restores: int = 0
+    """Pods handed another identity's state (:attr:`timeline.PodRecord.wrong_identity`)."""
 
     @property
     def priority_share(self) -> float:
@@ -85,7 +90,7 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def lost_steps(incarnations: list[PodRecord]) -> list[int]:
-    """Steps thrown away at each preemption of one job, in order.
+    """Steps thrown away at each preemption of one job's pods of one identity, in order.
 
     Lost = the last step reached before the kill minus the step the next incarnation resumed
     from (its first step - 1). With no next incarnation in the run, what was not saved is lost.
@@ -108,14 +113,14 @@ def report(run: timeline.Run) -> Report:
     d = run.duration
     priority = scavenger = overhead = lost_gpu = 0.0
     handovers: list[float] = []
-    by_job: dict[str, list[PodRecord]] = collections.defaultdict(list)
+    by_job: dict[tuple[str, str], list[PodRecord]] = collections.defaultdict(list)
     for pod in run.pods:
         if pod.role is Role.PRIORITY:
             priority += pod.gpus * _span(pod.started, pod.ended, d)
             if pod.running is not None:
                 handovers.append(pod.running - pod.created)
             continue
-        by_job[pod.job].append(pod)
+        by_job[pod.job, pod.identity].append(pod)
         end_useful = pod.terminating if pod.terminating is not None else pod.ended
         scavenger += pod.gpus * _span(pod.running, end_useful, d)
         overhead += pod.gpus * _span(pod.started, _main_started_or_stopped(pod), d)
@@ -130,6 +135,10 @@ def report(run: timeline.Run) -> Report:
     capacity = run.gpus_total * d
     scavengers = [p for p in run.pods if p.role is Role.SCAVENGER]
     restored = [p for p in scavengers if p.restored_from]
+    identities: dict[str, set[str]] = collections.defaultdict(set)
+    for pod in scavengers:
+        identities[pod.job].add(pod.identity)
+    multi_pod = {job for job, seen in identities.items() if len(seen) > 1}
     return Report(
         run=run.name,
         capacity_gpu_s=capacity,
@@ -150,6 +159,8 @@ def report(run: timeline.Run) -> Report:
             statistics.fmean(lost_per_preemption) if lost_per_preemption else None
         ),
         jobs_completed=sum(1 for p in run.pods if p.completed),
+        multi_pod_restores=sum(1 for p in restored if p.job in multi_pod),
+        wrong_identity_restores=sum(1 for p in scavengers if p.wrong_identity),
     )
 
 
@@ -193,10 +204,10 @@ def occupancy(
             if start <= t < stop:
                 series[name][index] += gpus
 
-    by_job: dict[str, list[PodRecord]] = collections.defaultdict(list)
+    by_job: dict[tuple[str, str], list[PodRecord]] = collections.defaultdict(list)
     for pod in run.pods:
         if pod.role is Role.SCAVENGER:
-            by_job[pod.job].append(pod)
+            by_job[pod.job, pod.identity].append(pod)
     losses: dict[int, tuple[int, int]] = {}
     for incarnations in by_job.values():
         losses.update(_incarnation_losses(incarnations))

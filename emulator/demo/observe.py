@@ -18,13 +18,16 @@ from typing import Any
 
 from emulator import cluster, informer
 from emulator.demo import timeline
-from kontinue import keys
+from kontinue import identity, keys
 from kontinue.kube import resources
 
 ROLE_LABEL = "demo.kontinue.dev/role"
 CONTAINER = "trainer"
 PROGRESS = re.compile(r"^(?:PROGRESS step=|STEP )(\d+)", re.MULTILINE)
 DONE = re.compile(r"^DONE (.*)$", re.MULTILINE)
+RESTORED = re.compile(r"^RESTORED step=\d+ from=\S+ member=(\S+) as=(\S+)$", re.MULTILINE)
+"""reference_workload/trainer.py's restore line: the member identity its manifest says saved the
+directory, and the restoring pod's own (``-``: not known)."""
 
 Obj = dict[str, Any]
 
@@ -37,6 +40,7 @@ class _Pod:
     role: timeline.Role
     gpus: int
     created: float
+    identity: str = identity.SINGLE
     node: str | None = None
     started: float | None = None
     running: float | None = None
@@ -56,6 +60,15 @@ def _gpus(pod: Obj) -> int:
         limits = (container.get("resources") or {}).get("limits") or {}
         total += int(limits.get(keys.GPU_RESOURCE, 0))
     return total
+
+
+def _identity(pod: Obj) -> str:
+    """The pod's member identity (kontinue/identity.py); a malformed one counts as single."""
+    meta = pod["metadata"]
+    try:
+        return identity.of(meta.get("labels"), meta.get("annotations"))
+    except ValueError:
+        return identity.SINGLE
 
 
 def _statuses(pod: Obj) -> list[Obj]:
@@ -132,6 +145,7 @@ class Recorder:
                 role=timeline.Role(role),
                 gpus=_gpus(pod),
                 created=now,
+                identity=_identity(pod),
             )
         record.last = pod
         record.node = record.node or pod["spec"].get("nodeName")
@@ -196,7 +210,13 @@ class Recorder:
                 if member.get("podName") not in carried:
                     by_member[member["podUid"]] = cp["metadata"]["name"]
         earlier = sorted(
-            (p for p in self.pods.values() if p.job == record.job and p.created < record.created),
+            (
+                p
+                for p in self.pods.values()
+                if p.job == record.job
+                and p.identity == record.identity
+                and p.created < record.created
+            ),
             key=lambda p: p.created,
             reverse=True,
         )
@@ -210,6 +230,7 @@ class Recorder:
             log = self._log(record)
             steps = [int(s) for s in PROGRESS.findall(log)]
             done = DONE.findall(log)
+            restored = RESTORED.findall(log)
             newest = self.newest_good(record, checkpoints)
             saved = None
             if record.message:
@@ -249,6 +270,10 @@ class Recorder:
                     ),
                     checkpoint_node=members[0].get("node"),
                     done=done[-1] if done else None,
+                    identity=record.identity,
+                    restored_member=(
+                        None if not restored or restored[-1][0] == "-" else restored[-1][0]
+                    ),
                 )
             )
         return sorted(frozen, key=lambda r: r.created)

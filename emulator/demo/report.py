@@ -29,6 +29,10 @@ ROWS: list[tuple[str, Callable[[metrics.Report], str]]] = [
     ("preemptions", lambda r: str(r.preemptions)),
     ("restores (from the newest checkpoint)", lambda r: f"{r.restores} ({r.restores_from_newest})"),
     ("restores on a different node", lambda r: str(r.restores_on_other_node)),
+    (
+        "restores of another pod's state (of multi-pod)",
+        lambda r: f"{r.wrong_identity_restores} (of {r.multi_pod_restores})",
+    ),
     ("handover p50 (priority pod created -> running)", lambda r: _seconds(r.handover_p50_s)),
     ("handover p95", lambda r: _seconds(r.handover_p95_s)),
     ("work lost per preemption (steps)", lambda r: _number(r.lost_steps_per_preemption)),

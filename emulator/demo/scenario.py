@@ -36,6 +36,11 @@ class Options:
     seed: int = 1
     duration: float = 90.0
     scavengers: int = 8
+    """Scavenger pods (one GPU each)."""
+    pairs: int = 1
+    """How many scavenger Jobs are 2-pod Indexed Jobs (Volcano: one task of 2 replicas), created
+    last — the multi-pod workload, whose pods each restore their own index's state (docs/api.md,
+    "Member identity"); the rest are single-pod Jobs. ``scavengers`` pods in all."""
     nodes: int = 2
     gpus_per_node: int = 4
     rate: float = 5.0
@@ -138,6 +143,7 @@ def trainer_job(
     steps: int,
     options: Options,
     dry_run_probe: bool = False,
+    pods: int = 1,
 ) -> Obj:
     template_meta: Obj = {"labels": {observe.ROLE_LABEL: role.value}}
     module, env = (
@@ -154,6 +160,9 @@ def trainer_job(
         env = torch_workload.env(epochs=options.torch_epochs, rate=options.rate)
     if role is timeline.Role.PRIORITY:
         template_meta["annotations"] = {keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"}
+    shape: Obj = {}
+    if pods > 1:  # Indexed: every pod has its completion index as its member identity
+        shape = {"parallelism": pods, "completions": pods, "completionMode": "Indexed"}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -163,6 +172,7 @@ def trainer_job(
             "labels": {keys.KUEUE_QUEUE_NAME_LABEL: QUEUE},
         },
         "spec": {
+            **shape,
             "backoffLimit": 6,
             "template": {
                 "metadata": {} if dry_run_probe else template_meta,
@@ -210,9 +220,17 @@ async def run(
     name = "with Kontinue" if with_kontinue else "without (baseline)"
     kind = options.queue_system
 
-    def submit(name: str, role: timeline.Role, gpus: int, steps: int, index: int = 0) -> Any:
+    def submit(
+        name: str, role: timeline.Role, gpus: int, steps: int, index: int = 0, pods: int = 1
+    ) -> Any:
         batch = trainer_job(
-            name, role=role, gpus=gpus, steps=steps, options=options, dry_run_probe=name == "probe"
+            name,
+            role=role,
+            gpus=gpus,
+            steps=steps,
+            options=options,
+            dry_run_probe=name == "probe",
+            pods=pods,
         )
         return systems.job(kind, batch, role=role, index=index)
 
@@ -239,8 +257,10 @@ async def run(
         loop = asyncio.get_running_loop()
         recorder = observe.Recorder(system.cluster, namespace=NAMESPACE, started_at=loop.time())
         await recorder.start()
-        for index in range(options.scavengers):
-            await admin.create(*submit(f"scavenger-{index}", timeline.Role.SCAVENGER, 1, 10**9))
+        for index, size in enumerate(scavenger_shapes(options)):
+            await admin.create(
+                *submit(f"scavenger-{index}", timeline.Role.SCAVENGER, 1, 10**9, pods=size)
+            )
         pending = list(arrivals)
         submitted = 0
         while (elapsed := recorder.now()) < options.duration:
@@ -281,6 +301,16 @@ async def run(
             collections.Counter(str(cp["spec"]["trigger"]["source"]) for cp in checkpoints)
         ),
     )
+
+
+def scavenger_shapes(options: Options) -> list[int]:
+    """Pods per scavenger Job, ``scavengers`` pods in all: single pods, then ``pairs`` Jobs of 2
+    last — the most recently admitted, so the first Kueue preempts (candidates of equal priority
+    go newest reservation first: kubernetes-sigs/kueue pkg/scheduler/preemption/common/
+    ordering.go ``CandidatesOrdering``, emulator/kueue/quota.py) and the multi-pod case is
+    exercised early in a run."""
+    pairs = max(0, min(options.pairs, options.scavengers // 2))
+    return [1] * (options.scavengers - 2 * pairs) + [2] * pairs
 
 
 def _counts(recorder: observe.Recorder) -> dict[str, int]:

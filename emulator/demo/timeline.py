@@ -5,6 +5,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from kontinue import identity as identities
+from kontinue import restore
+
+SINGLE_IDENTITY = identities.SINGLE
+"""A single-pod workload's (and index 0's) member identity."""
+
 
 class Role(enum.StrEnum):
     PRIORITY = "priority"
@@ -50,6 +56,20 @@ class PodRecord:
     """The node the checkpoint it restored from was written on."""
     done: str | None = None
     """The last ``DONE`` line of a finished trainer (the torch trainer's parameters' sha256)."""
+    identity: str = SINGLE_IDENTITY
+    """Its member identity (kontinue/identity.py): ``index=1`` for index 1 of an Indexed Job."""
+    restored_member: str | None = None
+    """The identity that saved the directory it restored, as the directory's own manifest says
+    (the trainer's ``RESTORED ... member=`` line); ``None``: no restore, or not recorded."""
+
+    @property
+    def wrong_identity(self) -> bool:
+        """It was handed another identity's state: it restored a directory another identity
+        saved, or its restore init-container refused one for that reason (exit 7,
+        ``OTHER_MEMBER``, kontinue/restore/__init__.py). The demo's policy is ``coupled``, under
+        which this never happens (docs/api.md, "Member identity")."""
+        restored_other = self.restored_member is not None and self.restored_member != self.identity
+        return restored_other or self.restore_exit == restore.ExitCode.OTHER_MEMBER
 
     @property
     def preempted(self) -> bool:

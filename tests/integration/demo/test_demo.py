@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emulator.demo import metrics, scenario, scrape, timeline
+from emulator.demo import metrics, report, scenario, scrape, timeline
 
 OPTIONS = scenario.Options(seed=3, duration=30.0, burst_every=9.0, rate=5.0, grace_seconds=6)
 
@@ -39,6 +39,18 @@ async def test_a_short_demo_keeps_work_the_baseline_throws_away(tmp_path: Path) 
         assert pod.restored_from == pod.newest_checkpoint, pod
     assert ours.restores == ours.restores_from_newest == len(due)
     assert theirs.restores == 0
+
+    # issue 19: the multi-pod scavenger (a 2-pod Indexed Job, created last) ran as two
+    # identities; every pod that restored was handed its own identity's state — judged from the
+    # restored directories' own manifests (the trainer's RESTORED line names who saved it) and
+    # the restore exit codes — and a pair pod with a checkpoint due restored it (the loop above)
+    pair = [p for p in with_kontinue.pods if p.job == "scavenger-6"]  # Options.pairs: the last
+    assert {p.identity for p in pair} == {"index=0", "index=1"}, pair
+    restored = [p for p in with_kontinue.pods if p.restored_from and p.restore_exit == 0]
+    assert all(p.restored_member == p.identity for p in restored if p.first_step), restored
+    assert ours.multi_pod_restores == sum(1 for p in pair if p.restored_from)
+    assert ours.wrong_identity_restores == 0
+    assert "restores of another pod's state" in report.table([ours, theirs])
 
     # issue 12: the bridge's own /metrics, scraped at the end, agree with the table
     ran = [p for p in with_kontinue.pods if p.restored_from and p.restore_exit == 0]

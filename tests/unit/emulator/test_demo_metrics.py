@@ -176,3 +176,41 @@ def test_a_pod_preempted_during_its_restore_holds_overhead_only_until_it_is_dele
     assert result.overhead_gpu_s == 4 * 3  # 10 -> 12 restoring, 12 -> 13 terminating
     _, _, totals = metrics.occupancy(_run(killed), step=1.0)
     assert totals["overhead"] == pytest.approx(4 * 3)
+
+
+def test_restores_of_another_identitys_state_are_counted_per_pod_and_kept_apart() -> None:
+    """Issue 19: the report counts pods handed another identity's state — a directory whose
+    manifest names another member (the trainer's ``RESTORED ... member=`` line), or one the
+    restore init-container refused for that reason (exit 7) — and each identity's incarnations
+    are their own chain for the work thrown away."""
+    common: dict[str, Any] = {"job": "pair", "role": Role.SCAVENGER, "gpus": 1, "node": "n1"}
+    index0 = PodRecord(
+        pod="p0", created=0, started=0, running=0, terminating=10, ended=11, exit_code=143,
+        first_step=1, last_step=100, saved_step=100, identity="index=0", **common,
+    )  # fmt: skip
+    index1 = PodRecord(
+        pod="p1", created=0, started=0, running=0, terminating=10, ended=11, exit_code=143,
+        first_step=1, last_step=40, saved_step=40, identity="index=1", **common,
+    )  # fmt: skip
+    own = PodRecord(
+        pod="p0b", created=12, started=12, running=13, first_step=101, last_step=150,
+        restored_from="cp", restored_member="index=0", identity="index=0", **common,
+    )  # fmt: skip
+    other = PodRecord(
+        pod="p1b", created=12, started=12, running=13, first_step=101, last_step=150,
+        restored_from="cp", restored_member="index=0", identity="index=1", **common,
+    )  # fmt: skip
+    refused = PodRecord(
+        pod="p1c", created=20, started=20, restored_from="cp", restore_exit=7,
+        identity="index=1", **common,
+    )  # fmt: skip
+    assert (own.wrong_identity, other.wrong_identity, refused.wrong_identity) == (False, True, True)
+    result = metrics.report(_run(index0, index1, own, other, refused))
+    assert result.wrong_identity_restores == 2
+    assert result.multi_pod_restores == 3
+    # index 1 resumed at 101 although it had reached only 40: nothing of its own was lost, and
+    # index 0's chain is judged on its own (reached 100, resumed from 100)
+    assert result.lost_steps_per_preemption == 0
+    clean = metrics.report(_run(index0, index1, own))
+    assert (clean.wrong_identity_restores, clean.multi_pod_restores) == (0, 1)
+    assert "restores of another pod's state (of multi-pod)" in report.table([result])
