@@ -38,9 +38,12 @@ class Options:
     scavengers: int = 8
     """Scavenger pods (one GPU each)."""
     pairs: int = 1
-    """How many scavenger Jobs are 2-pod Indexed Jobs (Volcano: one task of 2 replicas), created
-    last — the multi-pod workload, whose pods each restore their own index's state (docs/api.md,
-    "Member identity"); the rest are single-pod Jobs. ``scavengers`` pods in all."""
+    """How many scavenger Jobs are 2-pod Indexed Jobs, created last — the multi-pod workload,
+    whose pods each restore their own index's state (docs/api.md, "Member identity"); the rest
+    are single-pod Jobs. ``scavengers`` pods in all. Kueue and kube-scheduler runs only: with a
+    2-replica vcjob (``systems.job`` builds one) the short Volcano demo once had a *single-pod*
+    scavenger miss its newest checkpoint (1 of 2 runs, not yet investigated), so Volcano runs
+    keep single-pod scavengers."""
     nodes: int = 2
     gpus_per_node: int = 4
     rate: float = 5.0
@@ -310,6 +313,8 @@ def scavenger_shapes(options: Options) -> list[int]:
     ordering.go ``CandidatesOrdering``, emulator/kueue/quota.py) and the multi-pod case is
     exercised early in a run."""
     pairs = max(0, min(options.pairs, options.scavengers // 2))
+    if options.queue_system == systems.VOLCANO:  # not yet: see Options.pairs
+        pairs = 0
     return [1] * (options.scavengers - 2 * pairs) + [2] * pairs
 
 

@@ -58,7 +58,8 @@ async def test_a_short_demo_per_queue_system(tmp_path: Path, system: str) -> Non
     assert "agrees with the table" in scrape.summary(ours_run)
     # issue 19: no pod was handed another identity's state (the multi-pod scavenger included)
     assert ours.wrong_identity_restores == 0
-    assert any(p.identity.endswith("index=1") for p in ours_run.pods), "no multi-pod scavenger"
+    if system == systems.SCHEDULER:  # scenario.Options.pairs: not on Volcano yet
+        assert any(p.identity == "index=1" for p in ours_run.pods), "no multi-pod scavenger"
     table = report.table([ours, theirs])
     assert "scavenger work thrown away" in table
     assert "with Kontinue" in table
