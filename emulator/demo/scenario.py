@@ -41,9 +41,9 @@ class Options:
     """How many scavenger Jobs are 2-pod Indexed Jobs, created last — the multi-pod workload,
     whose pods each restore their own index's state (docs/api.md, "Member identity"); the rest
     are single-pod Jobs. ``scavengers`` pods in all. Kueue and kube-scheduler runs only: with a
-    2-replica vcjob (``systems.job`` builds one) the short Volcano demo once had a *single-pod*
-    scavenger miss its newest checkpoint (1 of 2 runs, not yet investigated), so Volcano runs
-    keep single-pod scavengers."""
+    vcjob of one 2-replica task the short Volcano demo once had a *single-pod* scavenger miss its
+    newest checkpoint (1 of 2 runs, not yet investigated), so Volcano runs keep single-pod
+    scavengers (``systems.job`` builds one-replica tasks)."""
     nodes: int = 2
     gpus_per_node: int = 4
     rate: float = 5.0
