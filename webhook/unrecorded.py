@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 
 from kontinue import keys
 from kontinue import lineage as lineage_module
-from kontinue.models import checkpoint, core
+from kontinue.models import base, checkpoint, core
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +54,18 @@ def _ran(pod: core.Pod) -> bool:
         s.state is not None and (s.state.running is not None or s.state.terminated is not None)
         for s in (pod.status.container_statuses if pod.status else None) or []
     )
+
+
+def _told_to_stop(pod: core.Pod) -> bool:
+    """Deleted (``deletionTimestamp``: Kueue's preemption, Volcano's eviction, the Eviction API)
+    or ``DisruptionTarget=True`` (the kubelet's node-pressure eviction, kube-scheduler's
+    preemption). A pod that failed on its own (a crash, an OOM kill) is no one's predecessor
+    worth waiting for: the bridge records no set for it (queue_bridge/reconciling.py
+    ``finalizer`` releases it as "ended without being a member of any checkpoint")."""
+    if pod.metadata.deletion_timestamp is not None:
+        return True
+    conditions = pod.status.conditions if pod.status else None
+    return base.is_true(conditions, keys.POD_CONDITION_DISRUPTION_TARGET)
 
 
 def _stopped(pod: core.Pod) -> datetime.datetime | None:
@@ -101,6 +113,7 @@ def victims(
             or not meta.uid
             or meta.uid in recorded
             or not _ran(pod)
+            or not _told_to_stop(pod)
         ):
             continue
         stopped = _stopped(pod)

@@ -27,9 +27,13 @@ def _victim(
     finalizer: bool = True,
     annotation: str | None = None,
     namespace: str = "default",
+    told: str = "deleted",
 ) -> core.Pod:
     """A pod of OWNER's lineage that was told to stop: ended ``ended_ago`` seconds ago (phase
-    Failed, a container's finishedAt), or only deleting (``deleted_ago``: its deletionTimestamp)."""
+    Failed, a container's finishedAt), or only deleting (``deleted_ago``: its deletionTimestamp).
+    ``told``: how an ended pod was told to stop: ``deleted`` (a deletionTimestamp a second before
+    it ended), ``disrupted`` (``DisruptionTarget=True`` only: the kubelet's eviction), or
+    ``crashed`` (neither: it failed on its own)."""
     meta: Obj = {
         "name": f"train-{uid}",
         "namespace": namespace,
@@ -56,6 +60,12 @@ def _victim(
                 }
             ],
         }
+        if told == "deleted" and deleted_ago is None:
+            told_at = NOW - datetime.timedelta(seconds=ended_ago + 1)
+            meta["deletionTimestamp"] = base.format_time(told_at)
+        elif told == "disrupted":
+            condition = {"type": "DisruptionTarget", "status": "True"}
+            status["conditions"] = [{**condition, "lastTransitionTime": finished}]
     return base.parse(core.Pod, {"metadata": meta, "spec": {"containers": []}, "status": status})
 
 
@@ -63,6 +73,9 @@ def test_a_stopped_unrecorded_predecessor_is_found() -> None:
     found = unrecorded.victims([_victim()], [], owner=OWNER)
     assert [v.uid for v in found] == ["v-uid"]
     assert found[0].stopped == NOW - datetime.timedelta(seconds=5)
+    # evicted by the kubelet: DisruptionTarget=True, never deleted
+    (evicted,) = unrecorded.victims([_victim(told="disrupted")], [], owner=OWNER)
+    assert evicted.stopped == NOW - datetime.timedelta(seconds=5)
     # still saving: its deletionTimestamp is where the bound starts
     (saving,) = unrecorded.victims([_victim(ended_ago=None, deleted_ago=-30)], [], owner=OWNER)
     assert saving.stopped == NOW + datetime.timedelta(seconds=30)
@@ -76,6 +89,8 @@ def test_what_is_not_a_victim() -> None:
     assert unrecorded.victims([_victim(finalizer=False)], [], owner=OWNER) == []  # released
     running = _victim(ended_ago=None)  # never told to stop
     assert unrecorded.victims([running], [], owner=OWNER) == []
+    # failed on its own (no deletion, no DisruptionTarget): the bridge records no set for it
+    assert unrecorded.victims([_victim(told="crashed")], [], owner=OWNER) == []
     other = OWNER.model_copy(update={"owner_uid": "another"})
     foreign = _victim(annotation=lineage.annotation_value(other))
     assert unrecorded.victims([foreign], [], owner=OWNER) == []
