@@ -118,7 +118,8 @@ class Api:
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise errors.ServerError(f"{method} {path}: {exc!r}") from exc
         if not 200 <= response.status <= 299:  # as ApiException(http_resp=...) then mapped
-            raise errors.from_status(response.status, data.decode("utf-8"), response.headers)
+            # the bytes: from_status decodes a non-UTF-8 body with replacement characters
+            raise errors.from_status(response.status, data, response.headers)
         if _RESPONSE_TYPES.get(response.status) is None:
             return None
         return _decode(data, response.headers.get("content-type"))

@@ -213,6 +213,19 @@ async def test_a_non_status_error_body_is_trimmed(recorder: tuple[Recorder, api.
     assert len(str(caught.value)) == 256
 
 
+async def test_an_error_body_that_is_not_utf8_still_maps_to_our_error(
+    recorder: tuple[Recorder, api.Api],
+) -> None:
+    """A proxy's error page in another encoding: still the status's error (not a
+    UnicodeDecodeError that no caller catches), its text kept with replacement characters."""
+    rec, kube = recorder
+    rec.reply = lambda r, b: web.Response(status=503, body=b"Service \xe9puis\xe9")
+    with pytest.raises(errors.ServerError) as caught:
+        await kube.get(resources.PODS, "p", namespace="ns")
+    assert caught.value.status == 503
+    assert str(caught.value) == "Service \ufffdpuis\ufffd"
+
+
 async def test_delete_sends_delete_options(recorder: tuple[Recorder, api.Api]) -> None:
     rec, kube = recorder
     await kube.delete(
