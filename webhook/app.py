@@ -46,7 +46,8 @@ STATE: web.AppKey[state_module.State] = web.AppKey("state")
 READINESS = web.AppKey("readiness", Readiness)
 GUARD = web.AppKey("guard", limits.Guard)
 LARGE = web.AppKey("large", asyncio.Lock)
-"""Held while a review larger than :data:`YIELD_ABOVE` is answered."""
+"""Held while a review larger than :data:`YIELD_ABOVE` is parsed or decided (never across the
+live read: :func:`_answered`)."""
 FRESHNESS: web.AppKey[freshness.Reader | None] = web.AppKey("freshness")
 """Reads a plumbed pod's lineage live at its CREATE (webhook/freshness.py); ``None``: never."""
 
@@ -147,14 +148,31 @@ def respond(
 
 async def _answered(body: bytes, decide: Decide, *, path: str, app: web.Application) -> Answer:
     """:func:`answer`, deciding from the app's state with a plumbed pod's lineage read live
-    (webhook/freshness.py) when the app has a reader."""
-    read = read_review(body)
+    (webhook/freshness.py) when the app has a reader.
+
+    A body larger than :data:`YIELD_ABOVE` is parsed, and later decided, under :data:`LARGE`,
+    each after one turn of the loop: a 0.5 MiB review parses in milliseconds, all on this loop,
+    so small reviews read meanwhile go first and wait behind at most one large one, never
+    behind a queue of them (issue 20 item 4). The live read is awaited *outside* that lock: it
+    may take up to ``KONTINUE_WEBHOOK_LIVE_READ_SECONDS``, and large reviews must not queue
+    behind another one's network wait."""
+    large = app[LARGE] if len(body) > YIELD_ABOVE else None
+    if large is None:
+        read = read_review(body)
+    else:
+        async with large:
+            await asyncio.sleep(0)
+            read = read_review(body)
     if isinstance(read, Answer):
         return read
     state, fresh = app[STATE], app[FRESHNESS]
     if fresh is not None:
         state = await fresh.view(read, state, path=path)
-    return respond(read, decide, path=path, state=state, config=app[SETTINGS])
+    if large is None:
+        return respond(read, decide, path=path, state=state, config=app[SETTINGS])
+    async with large:
+        await asyncio.sleep(0)
+        return respond(read, decide, path=path, state=state, config=app[SETTINGS])
 
 
 async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Response:
@@ -166,16 +184,8 @@ async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Resp
         app = request.app
         try:
             async with app[GUARD].read_body(request) as body:
-                if len(body) > YIELD_ABOVE:
-                    # Large reviews are answered one at a time, each after one turn of the loop:
-                    # a 0.5 MiB review parses in milliseconds, all on this loop, so small
-                    # reviews read meanwhile go first and wait behind at most one large one,
-                    # never behind a queue of them (issue 20 item 4).
-                    async with app[LARGE]:
-                        await asyncio.sleep(0)
-                        result = await _answered(body, decide, path=path, app=app)
-                else:
-                    result = await _answered(body, decide, path=path, app=app)
+                # large reviews: parsed and decided one at a time (see _answered)
+                result = await _answered(body, decide, path=path, app=app)
         except limits.Refused as refused:
             logger.info("refused path=%s status=%s: %s", path, refused.status, refused.text.strip())
             return refused.response
