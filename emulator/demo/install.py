@@ -168,11 +168,14 @@ async def start_bridge(
 
 async def shut_down(deployables: Sequence[Deployable], *, timeout: float) -> None:  # noqa: ASYNC109
     """Stop them all and wait up to ``timeout`` seconds for every task (their failures are not
-    raised here), then release their clients and sockets."""
+    raised here), then release their clients and sockets -- also when the wait times out, so
+    a slow stop does not leak them behind the timeout error."""
     for deployable in deployables:
         deployable.stop.set()
-    await asyncio.wait_for(
-        asyncio.gather(*(d.task for d in deployables), return_exceptions=True), timeout
-    )
-    for deployable in deployables:
-        await deployable.release()
+    try:
+        await asyncio.wait_for(
+            asyncio.gather(*(d.task for d in deployables), return_exceptions=True), timeout
+        )
+    finally:
+        for deployable in deployables:
+            await deployable.release()
