@@ -354,5 +354,7 @@ def held(
         or hold <= 0
     ):
         return unrecorded.Hold()
-    found = unrecorded.victims(state.pods, state.checkpoints_of(lineage), owner=lineage)
+    found = unrecorded.victims(
+        state.pods, state.checkpoints_of(lineage), owner=lineage, now=state.read_at
+    )
     return unrecorded.decide(found, now=state.read_at, hold=hold)

@@ -29,6 +29,13 @@ class CertMode(enum.StrEnum):
     """Serve the certificate mounted at ``cert_dir`` (cert-manager injects caBundle)."""
 
 
+WEBHOOK_TIMEOUT_SECONDS = 5
+"""``timeoutSeconds`` of every webhook in manifests/webhook/webhooks.yaml."""
+MAX_LIVE_READ_SECONDS = 3.0
+"""The live read's bound must leave the rest of the review (and the network) time within
+``WEBHOOK_TIMEOUT_SECONDS``."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     namespace: str = "kontinue-system"
@@ -124,6 +131,14 @@ class Settings:
                     values[field] = float(raw)
                 except ValueError:
                     raise ValueError(f"{variable}: {raw!r} is not a number") from None
+        live = values.get("live_read_seconds", cls.live_read_seconds)
+        if not isinstance(live, float) or not 0 <= live <= MAX_LIVE_READ_SECONDS:
+            raise ValueError(
+                f"KONTINUE_WEBHOOK_LIVE_READ_SECONDS: {live!r} is not between 0 and "
+                f"{MAX_LIVE_READ_SECONDS:g} (the apiserver waits {WEBHOOK_TIMEOUT_SECONDS} s for "
+                "an answer, timeoutSeconds in manifests/webhook/webhooks.yaml: a longer read "
+                "would time out the review, and the pod validator's failurePolicy Fail deny pods)"
+            )
         if raw := env.get("KONTINUE_TRUSTED_USERS"):
             values["trusted_users"] = tuple(u.strip() for u in raw.split(",") if u.strip())
         if raw := env.get("KONTINUE_WEBHOOK_EXTRA_SANS"):

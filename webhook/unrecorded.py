@@ -35,8 +35,9 @@ class Victim:
     name: str
     uid: str
     stopped: datetime.datetime
-    """When it ended (its containers' last ``finishedAt``), else its ``deletionTimestamp``, else
-    when ``DisruptionTarget`` became true: where the bound starts."""
+    """When it ended (its containers' last ``finishedAt``, capped by its ``deletionTimestamp``),
+    else its ``deletionTimestamp``, else when ``DisruptionTarget`` became true: where the bound
+    starts (``_stopped``: a node clock ahead of ours is not believed)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +69,22 @@ def _told_to_stop(pod: core.Pod) -> bool:
     return base.is_true(conditions, keys.POD_CONDITION_DISRUPTION_TARGET)
 
 
-def _stopped(pod: core.Pod) -> datetime.datetime | None:
+SKEW = datetime.timedelta(seconds=5)
+"""How far a node's clock may run ahead of the webhook's before its times are not believed."""
+
+
+def _stopped(pod: core.Pod, now: datetime.datetime) -> datetime.datetime | None:
+    """Where the bound starts: when the pod ended, never later than its ``deletionTimestamp``.
+
+    ``finishedAt`` and a kubelet's ``DisruptionTarget`` time come from the node's clock; a clock
+    running ahead would stretch the hold without limit (every retry would find the end still in
+    the future). ``deletionTimestamp`` is the apiserver's (the delete request's time plus the
+    grace period, so a pod still saving has it in the future, legitimately): it caps the node's
+    time, and a node time more than ``SKEW`` ahead of ``now`` is not believed at all (with no
+    ``deletionTimestamp`` to fall back on, the pod holds nothing back)."""
     status = pod.status
+    deletion = pod.metadata.deletion_timestamp
+    node: datetime.datetime | None = None
     if status is not None and status.phase in ("Failed", "Succeeded"):
         ends = [
             s.state.terminated.finished_at
@@ -78,18 +93,20 @@ def _stopped(pod: core.Pod) -> datetime.datetime | None:
             and s.state.terminated is not None
             and s.state.terminated.finished_at is not None
         ]
-        if ends:
-            return max(ends)
-    if pod.metadata.deletion_timestamp is not None:
-        return pod.metadata.deletion_timestamp
-    for condition in (status.conditions if status else None) or []:
-        if (
-            condition.type == keys.POD_CONDITION_DISRUPTION_TARGET
-            and condition.status == "True"
-            and condition.last_transition_time is not None
-        ):
-            return condition.last_transition_time
-    return None
+        node = max(ends) if ends else None
+    if node is None and deletion is None:
+        for condition in (status.conditions if status else None) or []:
+            if (
+                condition.type == keys.POD_CONDITION_DISRUPTION_TARGET
+                and condition.status == "True"
+                and condition.last_transition_time is not None
+            ):
+                node = condition.last_transition_time
+    if node is not None and node > now + SKEW:
+        node = None
+    if deletion is not None:
+        return min(node, deletion) if node is not None else deletion
+    return node
 
 
 def victims(
@@ -97,6 +114,7 @@ def victims(
     checkpoints: Iterable[checkpoint.Checkpoint],
     *,
     owner: checkpoint.Lineage,
+    now: datetime.datetime,
 ) -> list[Victim]:
     """Pods of ``owner`` (by the lineage annotation the webhook gave them, in its namespace)
     holding ``kontinue.dev/checkpoint``, that ran, were told to stop, and are a member of none of
@@ -116,7 +134,7 @@ def victims(
             or not _told_to_stop(pod)
         ):
             continue
-        stopped = _stopped(pod)
+        stopped = _stopped(pod, now)
         if stopped is not None:
             found.append(Victim(pod.name, meta.uid, stopped))
     return found

@@ -159,6 +159,21 @@ def test_pod_validation_conditions_name_every_reserved_annotation() -> None:
         assert set(re.findall(r"'([^']+)'", found)) == set(keys.RESERVED_POD_ANNOTATIONS)
 
 
+def test_every_webhook_timeout_is_the_one_the_live_read_is_bounded_by() -> None:
+    """webhook/settings.py refuses a live read longer than MAX_LIVE_READ_SECONDS because the
+    apiserver waits WEBHOOK_TIMEOUT_SECONDS: both must stay what the manifests say."""
+    from webhook import settings
+
+    timeouts = {
+        w["name"]: w["timeoutSeconds"]
+        for d in fixtures.load_all(MANIFESTS / "webhook" / "webhooks.yaml")
+        for w in d.get("webhooks") or []
+    }
+    assert len(timeouts) >= 2
+    assert set(timeouts.values()) == {settings.WEBHOOK_TIMEOUT_SECONDS}, timeouts
+    assert settings.MAX_LIVE_READ_SECONDS < settings.WEBHOOK_TIMEOUT_SECONDS
+
+
 def test_one_checkpoint_pvc_name_everywhere() -> None:
     """The example policy, docs/install.md and the built-in default name the same claim (the
     example once said kontinue-checkpoints, so a user following install.md got unplumbed pods)."""

@@ -108,6 +108,8 @@ def test_settings_from_env() -> None:
         ({"KONTINUE_WEBHOOK_CERT_MODE": "acme"}, "KONTINUE_WEBHOOK_CERT_MODE"),
         ({"KONTINUE_QUEUE_SYSTEMS": "kueue,slurm"}, "slurm"),
         ({"KONTINUE_WEBHOOK_DRAIN_SECONDS": "soon"}, "KONTINUE_WEBHOOK_DRAIN_SECONDS"),
+        ({"KONTINUE_WEBHOOK_LIVE_READ_SECONDS": "5"}, "between 0 and 3 .*timeoutSeconds"),
+        ({"KONTINUE_WEBHOOK_LIVE_READ_SECONDS": "-1"}, "KONTINUE_WEBHOOK_LIVE_READ_SECONDS"),
     ],
 )
 def test_bad_settings_name_the_variable(env: dict[str, str], says: str) -> None:

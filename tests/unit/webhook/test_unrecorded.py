@@ -31,9 +31,9 @@ def _victim(
 ) -> core.Pod:
     """A pod of OWNER's lineage that was told to stop: ended ``ended_ago`` seconds ago (phase
     Failed, a container's finishedAt), or only deleting (``deleted_ago``: its deletionTimestamp).
-    ``told``: how an ended pod was told to stop: ``deleted`` (a deletionTimestamp a second before
-    it ended), ``disrupted`` (``DisruptionTarget=True`` only: the kubelet's eviction), or
-    ``crashed`` (neither: it failed on its own)."""
+    ``told``: how an ended pod was told to stop: ``deleted`` (told 5 s before it ended, grace
+    30 s: a deletionTimestamp 25 s after it ended), ``disrupted`` (``DisruptionTarget=True``
+    only: the kubelet's eviction), or ``crashed`` (neither: it failed on its own)."""
     meta: Obj = {
         "name": f"train-{uid}",
         "namespace": namespace,
@@ -61,7 +61,9 @@ def _victim(
             ],
         }
         if told == "deleted" and deleted_ago is None:
-            told_at = NOW - datetime.timedelta(seconds=ended_ago + 1)
+            # told 5 s before it ended, grace 30 s: the apiserver's deletionTimestamp is the
+            # request's time plus the grace period, 25 s after the end
+            told_at = NOW - datetime.timedelta(seconds=ended_ago - 25)
             meta["deletionTimestamp"] = base.format_time(told_at)
         elif told == "disrupted":
             condition = {"type": "DisruptionTarget", "status": "True"}
@@ -70,14 +72,16 @@ def _victim(
 
 
 def test_a_stopped_unrecorded_predecessor_is_found() -> None:
-    found = unrecorded.victims([_victim()], [], owner=OWNER)
+    found = unrecorded.victims([_victim()], [], owner=OWNER, now=NOW)
     assert [v.uid for v in found] == ["v-uid"]
     assert found[0].stopped == NOW - datetime.timedelta(seconds=5)
     # evicted by the kubelet: DisruptionTarget=True, never deleted
-    (evicted,) = unrecorded.victims([_victim(told="disrupted")], [], owner=OWNER)
+    (evicted,) = unrecorded.victims([_victim(told="disrupted")], [], owner=OWNER, now=NOW)
     assert evicted.stopped == NOW - datetime.timedelta(seconds=5)
     # still saving: its deletionTimestamp is where the bound starts
-    (saving,) = unrecorded.victims([_victim(ended_ago=None, deleted_ago=-30)], [], owner=OWNER)
+    (saving,) = unrecorded.victims(
+        [_victim(ended_ago=None, deleted_ago=-30)], [], owner=OWNER, now=NOW
+    )
     assert saving.stopped == NOW + datetime.timedelta(seconds=30)
 
 
@@ -85,24 +89,26 @@ def test_what_is_not_a_victim() -> None:
     recorded = support.make_checkpoint(
         "cp", lineage=OWNER, phase="InProgress", members=[("train-v-uid", "v-uid", 0)]
     )
-    assert unrecorded.victims([_victim()], [recorded], owner=OWNER) == []  # in a set
-    assert unrecorded.victims([_victim(finalizer=False)], [], owner=OWNER) == []  # released
+    assert unrecorded.victims([_victim()], [recorded], owner=OWNER, now=NOW) == []  # in a set
+    assert (
+        unrecorded.victims([_victim(finalizer=False)], [], owner=OWNER, now=NOW) == []
+    )  # released
     running = _victim(ended_ago=None)  # never told to stop
-    assert unrecorded.victims([running], [], owner=OWNER) == []
+    assert unrecorded.victims([running], [], owner=OWNER, now=NOW) == []
     # failed on its own (no deletion, no DisruptionTarget): the bridge records no set for it
-    assert unrecorded.victims([_victim(told="crashed")], [], owner=OWNER) == []
+    assert unrecorded.victims([_victim(told="crashed")], [], owner=OWNER, now=NOW) == []
     other = OWNER.model_copy(update={"owner_uid": "another"})
     foreign = _victim(annotation=lineage.annotation_value(other))
-    assert unrecorded.victims([foreign], [], owner=OWNER) == []
-    assert unrecorded.victims([_victim(namespace="evil")], [], owner=OWNER) == []
+    assert unrecorded.victims([foreign], [], owner=OWNER, now=NOW) == []
+    assert unrecorded.victims([_victim(namespace="evil")], [], owner=OWNER, now=NOW) == []
     pending = _victim(ended_ago=None, deleted_ago=1)  # evicted before it ever ran
     assert pending.status is not None
     pending.status.container_statuses = None
-    assert unrecorded.victims([pending], [], owner=OWNER) == []
+    assert unrecorded.victims([pending], [], owner=OWNER, now=NOW) == []
 
 
 def test_the_hold_is_bounded() -> None:
-    found = unrecorded.victims([_victim(ended_ago=5)], [], owner=OWNER)
+    found = unrecorded.victims([_victim(ended_ago=5)], [], owner=OWNER, now=NOW)
     held = unrecorded.decide(found, now=NOW, hold=60)
     assert "train-v-uid" in held.deny
     assert "in at most 55s" in held.deny
@@ -111,6 +117,25 @@ def test_the_hold_is_bounded() -> None:
     assert late.deny == ""
     assert "train-v-uid stopped more than 60s ago" in late.warning
     assert unrecorded.decide([], now=NOW, hold=60) == unrecorded.Hold()
+
+
+def test_a_node_clock_ahead_cannot_stretch_the_hold() -> None:
+    # finishedAt an hour ahead (the node's clock), deleted 6 s ago (the apiserver's clock): the
+    # deletionTimestamp caps it, so the bound still starts in the past
+    ahead = _victim(ended_ago=-3600, deleted_ago=6)
+    (capped,) = unrecorded.victims([ahead], [], owner=OWNER, now=NOW)
+    assert capped.stopped == NOW - datetime.timedelta(seconds=6)
+    late = unrecorded.decide([capped], now=NOW + datetime.timedelta(seconds=55), hold=60)
+    assert late.deny == ""
+    # evicted by the kubelet (DisruptionTarget only) on a node an hour ahead: nothing to believe,
+    # so it holds nothing back, rather than holding every retry for an hour
+    skewed = _victim(ended_ago=-3600, told="disrupted")
+    assert unrecorded.victims([skewed], [], owner=OWNER, now=NOW) == []
+    # a few seconds of ordinary skew is still believed
+    (near,) = unrecorded.victims(
+        [_victim(ended_ago=-3, told="disrupted")], [], owner=OWNER, now=NOW
+    )
+    assert near.stopped == NOW + datetime.timedelta(seconds=3)
 
 
 def _view(*pods: core.Pod, checkpoints: Any = ()) -> freshness.Fresh:
