@@ -5,26 +5,14 @@ about either is refused as a ``Conflict`` (re-read and decide again), never half
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from emulator.apiserver import server
 from kontinue import keys
-from kontinue.kube import api, client, errors, resources
+from kontinue.kube import api, errors, resources
 from kontinue.models import base, core
 from queue_bridge import acting
-
-
-@pytest.fixture
-async def kube() -> AsyncIterator[api.Api]:
-    async with server.ApiServer() as emulated:
-        api_client = await client.api_client_from_dict(emulated.kubeconfig("admin"))
-        try:
-            yield api.Api(api_client, field_manager="test")
-        finally:
-            await api_client.close()
 
 
 async def _pod(kube: api.Api, name: str, labels: dict[str, str]) -> dict[str, Any]:

@@ -5,15 +5,12 @@ checkpoint claim is told once per namespace and claim per quiet window (webhook/
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 from opentelemetry import trace
 
-from emulator.apiserver import server
 from kontinue import keys
-from kontinue.kube import api, client, resources
+from kontinue.kube import api, resources
 from tests.unit.webhook import support
 from webhook import claims, events, metrics, observing, review
 
@@ -22,16 +19,6 @@ JOB = {
     "kind": "Job",
     "metadata": {"name": "train", "namespace": "default", "uid": "job-uid-1"},
 }
-
-
-@pytest.fixture
-async def kube() -> AsyncIterator[api.Api]:
-    async with server.ApiServer() as emulated:
-        api_client = await client.api_client_from_dict(emulated.kubeconfig("admin"))
-        try:
-            yield api.Api(api_client, field_manager="test")
-        finally:
-            await api_client.close()
 
 
 async def _events(kube: api.Api) -> list[dict[str, Any]]:
