@@ -9,14 +9,13 @@ import secrets
 from typing import Any
 
 from kontinue import keys
-from kontinue.kube import api, resources
+from kontinue.kube import api, interface, resources
 from tests.realcp import controlplane
 
 CLUSTER_QUEUES = resources.Resource(
     "kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False
 )
 LOCAL_QUEUES = resources.Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
-PVCS = resources.Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 METRIC = re.compile(r"^apiserver_admission_webhook_request_total\{(?P<labels>[^}]*)\} (?P<n>\S+)$")
 
 
@@ -82,9 +81,9 @@ def pod(namespace: str, *, queue: str | None) -> dict[str, Any]:
     }
 
 
-async def claim(admin: api.Api, namespace: str, name: str = "kontinue") -> None:
+async def claim(admin: interface.Client, namespace: str, name: str = "kontinue") -> None:
     await admin.create(
-        PVCS,
+        resources.PVCS,
         {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",

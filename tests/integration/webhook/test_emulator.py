@@ -30,9 +30,10 @@ from emulator.apiserver import server
 from emulator.demo import install
 from kontinue import keys, lineage
 from kontinue import restore as restore_program
-from kontinue.kube import api, cacheset, errors, interface, resources, watching
+from kontinue.kube import api, cacheset, errors, resources, watching
 from kontinue.models import checkpoint
 from tests import fixtures
+from tests.realcp import objects  # the checkpoint claim, as the real tier creates it
 from tests.unit.webhook import support
 from tests.waiting import eventually as eventually  # re-exported for the tests here
 from webhook import job_plumbing, plumbing, settings
@@ -89,7 +90,7 @@ async def running(config: settings.Settings) -> AsyncIterator[Cluster]:
             resources.NAMESPACES,
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
         )
-        await claim(admin, NS)  # the default policy's checkpoint claim (webhook/claims.py)
+        await objects.claim(admin, NS)  # the default policy's checkpoint claim (webhook/claims.py)
         await admin.create(  # the recorded Job's pods use it
             resources.PRIORITY_CLASSES,
             {
@@ -114,22 +115,6 @@ async def running(config: settings.Settings) -> AsyncIterator[Cluster]:
             yield running
         finally:
             await install.shut_down([hook], timeout=10)
-
-
-async def claim(admin: interface.Client, namespace: str, name: str = "kontinue") -> None:
-    await admin.create(
-        resources.PVCS,
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        },
-        namespace=namespace,
-    )
 
 
 async def _ready(cluster: Cluster, serving: asyncio.Task[int]) -> bool:
@@ -381,7 +366,7 @@ async def test_without_its_claim_a_namespace_gets_untouched_pods_and_a_warning_e
     assert f'namespace "{bare}" has no PersistentVolumeClaim "kontinue"' in event["message"]
     assert 'CheckpointPolicy "default"' in event["message"]
 
-    await claim(cluster.admin, bare)
+    await objects.claim(cluster.admin, bare)
 
     async def plumbed() -> bool:
         dry = await cluster.job_controller.create(resources.PODS, _pod_for(job, bare), dry_run=True)
