@@ -23,7 +23,7 @@ ReadWriteMany checkpoint storage). ``components`` picks what runs (e.g. leave ou
 Timings are the fast tier's by default (``timing=FAST`` for the kubelets; the Job controller's
 pod-failure backoff ``pod_failure_backoff=0``); pass ``worker.Timing()`` and
 ``emulator.jobs.backoff.DEFAULT_SECONDS`` (10 s, as a real v1.36 controller) for real ones — the
-main demo passes the backoff (emulator/demo/scenario.py).
+demos pass the backoff (emulator/demo/scenario.py, defrag.py, cli_session.py).
 """
 
 from __future__ import annotations

@@ -81,6 +81,18 @@ def running(pod: core.Pod) -> bool:
     return phase == "Running" and pod.metadata.deletion_timestamp is None
 
 
+def ran(pod: core.Pod) -> bool:
+    """Running now, or already finished on a node: a short job can end between two polls, or
+    while the command still follows the moves (then the Job controller's pod-failure backoff,
+    10 s, holds their successors back: docs/cli.md)."""
+    phase = pod.status.phase if pod.status else None
+    return running(pod) or (phase in ("Succeeded", "Failed") and bool(pod.spec.node_name))
+
+
+def _phase(pod: core.Pod) -> str:
+    return (pod.status.phase if pod.status else None) or "Unknown"
+
+
 async def wait_arrivals(
     kube: kube_api.Api,
     *,
@@ -102,7 +114,9 @@ async def wait_arrivals(
             lin = lineages.pod_lineage(pod)
             if lin is None or lin.owner_uid != owner_uid or pod.metadata.uid in old:
                 continue
-            if running(pod) and pod.metadata.annotation(keys.RESTORE_FROM_ANNOTATION):
+            if (running(pod) or _phase(pod) == "Succeeded") and pod.metadata.annotation(
+                keys.RESTORE_FROM_ANNOTATION
+            ):
                 seen.setdefault(pod.name, now)
                 arrivals.append(pod)
         if len(arrivals) >= count:
@@ -134,8 +148,13 @@ def _step(raw: Obj | None) -> int | None:
 
 def arrival_line(old_node: str, arrival: Arrival) -> str:
     step = f", step {arrival.step}" if arrival.step is not None else ""
+    where = (
+        f"running on {arrival.pod.spec.node_name}"
+        if running(arrival.pod)
+        else f"ran on {arrival.pod.spec.node_name} ({_phase(arrival.pod)})"
+    )
     return (
-        f"  {arrival.pod.name} running on {arrival.pod.spec.node_name} (was {old_node}), "
+        f"  {arrival.pod.name} {where} (was {old_node}), "
         f"restored from {arrival.checkpoint}{step}; handover {printing.seconds(arrival.handover)}"
     )
 
@@ -199,15 +218,26 @@ async def wait_gone(kube: kube_api.Api, pods: Sequence[core.Pod], *, deadline: f
         await asyncio.sleep(POLL_SECONDS)
 
 
-async def wait_running(kube: kube_api.Api, pod: core.Pod, *, deadline: float) -> str:
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """A pending pod seen on a node: Running, or already finished."""
+
+    node: str
+    phase: str
+    seen: float
+    """``time.monotonic()`` when it was first seen so."""
+
+
+async def wait_started(kube: kube_api.Api, pod: core.Pod, *, deadline: float) -> Start:
+    """Poll ``pod`` until it runs or has run (:func:`ran`)."""
     while True:
         try:
             raw = await kube.get(resources.PODS, pod.name, namespace=pod.namespace)
         except errors.NotFound as exc:
             raise commands.Refused(f"{pod.name} was deleted while waiting for it") from exc
         current = base.parse(core.Pod, raw)
-        if running(current):
-            return current.spec.node_name or ""
+        if ran(current):
+            return Start(current.spec.node_name or "", _phase(current), time.monotonic())
         if time.monotonic() > deadline:
             raise commands.Refused(f"timed out waiting for {pod.name} to run")
         await asyncio.sleep(POLL_SECONDS)

@@ -13,6 +13,7 @@ Kontinue's webhook) ignores pods with ``DisruptionTarget``, so a move never coun
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
 from collections.abc import Callable
@@ -57,7 +58,9 @@ Failed (it would resume from an older one); it is saving right now; it has no ru
 the node does not exist or is cordoned.
 
 --wait follows it until the restored pods run and prints where each went, from which set and
-step, and the handover time.
+step, and the handover time. On a real cluster the handover includes the Job controller's
+pod-failure backoff: 10 s before it replaces an evicted pod, doubling with each further move
+of a job that has not completed a pod since (docs/cli.md).
 
 Examples:
   kubectl kontinue move job/train --to-node gpu-b --wait
@@ -175,7 +178,8 @@ Refused, with the reason, when the pod already fits somewhere, when the cluster 
 GPUs in total (a shortage, not fragmentation), or when no set of movable jobs frees a node.
 Only GPUs (nvidia.com/gpu) are counted; cpu and memory are left to the scheduler.
 
---wait follows the moves and then the pending pod until it runs.
+--wait follows the moves, and the pending pod from the first eviction on, until the moved
+jobs' restored pods run and the pending pod runs (or, if short, has already run).
 
 Examples:
   kubectl kontinue defrag --for job/urgent --dry-run
@@ -242,15 +246,30 @@ async def defrag(args: argparse.Namespace, kube: kube_api.Api, namespace: str, o
         )
     deadline = time.monotonic() + args.timeout
     started = time.monotonic()
-    await evicting.run_moves(moves, kube, deadline=deadline, wait=args.wait, out=out)
-    if args.wait:
-        pending = plan.pending[0]
-        node = await evicting.wait_running(kube, pending, deadline=deadline)
-        evicting.say(
-            out,
-            f"{pending.name} running on {node} "
-            f"({printing.seconds(time.monotonic() - started)} after the first eviction)",
-        )
+    pending = plan.pending[0]
+    # followed from the first eviction on, beside the moves: it may start (and, if short,
+    # finish) long before the moved jobs' successors run
+    follow = (
+        asyncio.create_task(evicting.wait_started(kube, pending, deadline=deadline))
+        if args.wait
+        else None
+    )
+    try:
+        await evicting.run_moves(moves, kube, deadline=deadline, wait=args.wait, out=out)
+        if follow is not None:
+            start = await follow
+            after = printing.seconds(start.seen - started)
+            where = (
+                f"running on {start.node}"
+                if start.phase == "Running"
+                else f"ran on {start.node} ({start.phase})"
+            )
+            evicting.say(out, f"{pending.name} {where} ({after} after the first eviction)")
+    finally:
+        if follow is not None and not follow.done():
+            follow.cancel()
+        elif follow is not None and not follow.cancelled():
+            follow.exception()  # retrieved, when a move failed first: no "never retrieved"
     return 0
 
 

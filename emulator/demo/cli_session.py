@@ -22,6 +22,7 @@ import yaml
 
 from emulator import gpus, nodes
 from emulator.demo import scenario, stack, timeline
+from emulator.jobs import backoff
 from kontinue import keys
 from kontinue.kube import resources
 
@@ -95,6 +96,7 @@ async def capture(workdir: Path) -> str:
         with_kontinue=True,
         policy=scenario.policy(OPTIONS),
         tls=True,
+        pod_failure_backoff=backoff.DEFAULT_SECONDS,
     ) as system:
         admin = system.admin
         for obj in scenario.priority_classes():

@@ -36,6 +36,7 @@ import yaml
 
 from emulator import gpus, nodes
 from emulator.demo import observe, scenario, stack, timeline
+from emulator.jobs import backoff
 from kontinue import keys
 from kontinue.kube import resources
 
@@ -139,6 +140,7 @@ async def run(
         with_kontinue=with_kontinue,
         policy=scenario.policy(demo) if with_kontinue else None,
         tls=with_kontinue,
+        pod_failure_backoff=backoff.DEFAULT_SECONDS,
     ) as system:
         admin = system.admin
         for obj in priority_classes(urgent_preempts=mode == "preempt"):
@@ -205,7 +207,14 @@ async def run(
             code, cli_output = await defrag
             if code != 0:
                 raise RuntimeError(f"kubectl kontinue defrag failed:\n{cli_output}")
-        # let evicted scavengers' successors start, then take the record
+        # every scavenger back at work or done (a replaced pod's successor comes after the Job
+        # controller's pod-failure backoff, 10 s), then take the record
+        while not all([await _back(admin, n) for n in names]):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{mode}: evicted scavengers did not come back")
+            for pod in (await admin.list(resources.PODS, namespace=scenario.NAMESPACE))["items"]:
+                seen[pod["metadata"]["uid"]] = pod
+            await asyncio.sleep(0.2)
         await asyncio.sleep(2.0)
         for pod in (await admin.list(resources.PODS, namespace=scenario.NAMESPACE))["items"]:
             seen[pod["metadata"]["uid"]] = pod
@@ -219,6 +228,14 @@ async def run(
             job = await admin.get(resources.JOBS, name, namespace=scenario.NAMESPACE)
             failed += int((job.get("status") or {}).get("failed") or 0)
     return Result(mode, waited, lost, evictions, restores, moves, failed, cli_output)
+
+
+async def _back(admin: Any, job: str) -> bool:
+    """The scavenger Job runs a pod again, or has finished."""
+    got = await admin.get(resources.JOBS, job, namespace=scenario.NAMESPACE)
+    if (got.get("status") or {}).get("succeeded"):
+        return True
+    return await _running(admin, job) is not None
 
 
 def _prepare(workdir: Path) -> None:

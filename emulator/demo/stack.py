@@ -78,7 +78,7 @@ async def running(
 ) -> AsyncIterator[Stack]:
     """Start everything; on exit stop it all (pods get their graceful stop).
 
-    ``pod_failure_backoff``: the Job controller's (emulator/jobs/backoff.py; the main demo passes
+    ``pod_failure_backoff``: the Job controller's (emulator/jobs/backoff.py; the demos pass
     the real 10 s, so a preempted pod's replacement waits as long as on a cluster).
 
     ``tls``: the API emulator serves HTTPS (its kubeconfigs carry the CA), for clients that

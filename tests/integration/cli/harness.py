@@ -165,15 +165,21 @@ def node_specs(count: int = 2, gpus_per_node: int = 4) -> list[nodes.NodeSpec]:
 
 @contextlib.asynccontextmanager
 async def kube(
-    workdir: Path, *, node_count: int = 2, gpus_per_node: int = 4
+    workdir: Path, *, node_count: int = 2, gpus_per_node: int = 4, pod_failure_backoff: float = 0.0
 ) -> AsyncIterator[Kube]:
-    """The demo's stack (Kueue, opted-in ClusterQueue ``gpu-cq``, policy ``demo``) over HTTPS."""
+    """The demo's stack (Kueue, opted-in ClusterQueue ``gpu-cq``, policy ``demo``) over HTTPS.
+
+    ``pod_failure_backoff``: the Job controller's wait before it replaces a failed pod
+    (emulator/jobs/backoff.py); 0 here, the real 10 s (``backoff.DEFAULT_SECONDS``) when a
+    test is about it.
+    """
     async with stack.running(
         workdir=workdir / "cluster",
         node_specs=node_specs(node_count, gpus_per_node),
         with_kontinue=True,
         policy=scenario.policy(OPTIONS),
         tls=True,
+        pod_failure_backoff=pod_failure_backoff,
     ) as system:
         admin = system.admin
         for obj in scenario.priority_classes():

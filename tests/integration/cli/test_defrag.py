@@ -7,6 +7,7 @@ the most free GPUs); the urgent job's PriorityClass does not preempt, so it stay
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 import pytest_asyncio
 
 from emulator.demo import scenario, timeline
+from emulator.jobs import backoff
 from kontinue.kube import resources
 from tests.integration.cli import harness
 
@@ -27,7 +29,16 @@ Obj = dict[str, Any]
 
 @pytest_asyncio.fixture
 async def kube(tmp_path: Path) -> AsyncIterator[harness.Kube]:
-    async with harness.kube(tmp_path) as k:
+    async with _fragmented(tmp_path) as k:
+        yield k
+
+
+@contextlib.asynccontextmanager
+async def _fragmented(
+    tmp_path: Path, *, pod_failure_backoff: float = 0.0, urgent_steps: int = 10**9
+) -> AsyncIterator[harness.Kube]:
+    """s0..s3 spread 2 + 2, and ``urgent`` (4 GPUs, ``urgent_steps`` at 20 steps/s) pending."""
+    async with harness.kube(tmp_path, pod_failure_backoff=pod_failure_backoff) as k:
         scavengers = []
         for i in range(4):
             await k.job(f"s{i}")
@@ -47,7 +58,11 @@ async def kube(tmp_path: Path) -> AsyncIterator[harness.Kube]:
             },
         )
         urgent = scenario.trainer_job(
-            "urgent", role=timeline.Role.PRIORITY, gpus=4, steps=10**9, options=harness.OPTIONS
+            "urgent",
+            role=timeline.Role.PRIORITY,
+            gpus=4,
+            steps=urgent_steps,
+            options=harness.OPTIONS,
         )
         urgent["spec"]["template"]["spec"]["priorityClassName"] = "urgent"
         await k.admin.create(resources.JOBS, urgent)
@@ -125,3 +140,40 @@ async def test_defrag_moves_two_scavengers_and_the_urgent_job_runs(kube: harness
         )
         for c in items
     ) == [("s0", "Manual", "Defrag"), ("s2", "Manual", "Defrag")]
+
+
+async def test_defrag_wait_with_the_real_backoff_reports_an_urgent_job_that_already_ended(
+    tmp_path: Path,
+) -> None:
+    """With the Job controller's real pod-failure backoff (10 s, kept even for pods the
+    podFailurePolicy ignores: emulator/jobs/backoff.py), the moved jobs' successors start
+    seconds after the urgent job; a short urgent job has ended by then. ``--wait`` used to
+    wait for it to be Running and never returned (the defrag demo's timeout)."""
+    async with _fragmented(
+        tmp_path, pod_failure_backoff=backoff.DEFAULT_SECONDS, urgent_steps=10
+    ) as kube:
+        before = {n: (await kube.running_pods(n))[0] for n in ("s0", "s2")}
+        result = await kube.kk("defrag", "--for", "job/urgent", "--wait", "--timeout", "120")
+        assert result.code == 0, result
+        (urgent,) = await kube.pods("urgent")
+        assert urgent["spec"]["nodeName"] == "gpu-a"
+        last = result.out.splitlines()[-1]
+        assert last.startswith(
+            (
+                f"{urgent['metadata']['name']} running on gpu-a (",
+                f"{urgent['metadata']['name']} ran on gpu-a (Succeeded) (",
+            )
+        ), result
+        for name in ("s0", "s2"):
+            assert f"job/{name} moved:" in result.out
+            (now,) = await kube.running_pods(name)
+            assert now["spec"]["nodeName"] == "gpu-b"
+            assert await kube.restored(now) == kube.said(before[name], "SAVED")
+            job = await kube.admin.get(resources.JOBS, name, namespace=NS)
+            assert (job["status"].get("failed") or 0) == 0
+
+        async def done() -> bool:
+            job = await kube.admin.get(resources.JOBS, "urgent", namespace=NS)
+            return bool(job["status"].get("succeeded"))
+
+        await harness.eventually(done, within=60, what="the urgent job finished")
