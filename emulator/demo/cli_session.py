@@ -3,8 +3,10 @@
 Starts the demo's cluster (2 nodes x 4 GPUs, Kueue, Kontinue's real webhook and bridge, the
 reference trainer in real processes) over HTTPS, writes a kubeconfig, and runs a sequence of
 ``kubectl kontinue`` commands — the installed console script, as a subprocess — printing each
-command and its output as a console transcript (Markdown on stdout). Between commands it only
-does what a user would do with kubectl: create Jobs, wait.
+command and its output as a console transcript (Markdown on stdout, or with ``--update
+docs/cli.md`` into its session block). Between commands it only does what a user would do
+with kubectl: create Jobs, wait. tests/integration/demo/test_cli_session.py captures it again
+and compares it with docs/cli.md, all but what differs from run to run (:func:`normalized`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -76,6 +79,23 @@ async def _until_running(admin: Any, job: str, *, within: float = 120) -> None:
         await asyncio.sleep(0.2)
 
 
+async def _until_unschedulable(admin: Any, job: str, *, within: float = 120) -> None:
+    """A pod of ``job`` exists and the scheduler said it fits no node."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        listed = await admin.list(
+            resources.PODS, namespace=scenario.NAMESPACE, label_selector={keys.JOB_NAME_LABEL: job}
+        )
+        for pod in listed["items"]:
+            for condition in (pod.get("status") or {}).get("conditions") or []:
+                if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                    return
+        if loop.time() > deadline:
+            raise TimeoutError(f"{job} was not found unschedulable")
+        await asyncio.sleep(0.2)
+
+
 async def _until_done(admin: Any, job: str, *, within: float = 120) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
@@ -135,7 +155,7 @@ async def capture(workdir: Path) -> str:
         )
         urgent["spec"]["template"]["spec"]["priorityClassName"] = "urgent"
         await admin.create(resources.JOBS, urgent)
-        await asyncio.sleep(2)
+        await _until_unschedulable(admin, "urgent")
         await session.run("defrag", "--for", "job/urgent", "--dry-run")
         await session.run("defrag", "--for", "job/urgent", "--wait")
         await _until_done(admin, "urgent")
@@ -149,17 +169,74 @@ async def capture(workdir: Path) -> str:
         return "\n".join(session.lines)
 
 
+SESSION_HEADING = "## A session"
+FENCE = "```console\n"
+
+
+def session_block(doc: str) -> str:
+    """The console block under :data:`SESSION_HEADING` in a Markdown document (docs/cli.md)."""
+    start = doc.index(FENCE, doc.index(SESSION_HEADING)) + len(FENCE)
+    return doc[start : doc.index("```", start)]
+
+
+def splice(doc: str, transcript: str) -> str:
+    """``doc`` with its session block replaced by ``transcript``."""
+    start = doc.index(FENCE, doc.index(SESSION_HEADING)) + len(FENCE)
+    end = doc.index("```", start)
+    return doc[:start] + transcript.rstrip("\n") + "\n" + doc[end:]
+
+
+_VOLATILE = [
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"), "TIME"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "UID"),
+    (re.compile(r"\b([a-z]+(?:-\d+)?)-[0-9a-f]{10}\b"), r"\1-CHECKPOINT"),
+    (re.compile(r"\b((?:train-\d+|urgent))-[a-z0-9]{5}\b"), r"\1-POD"),
+    (re.compile(r"\bstep(:?) \d+"), r"step\1 N"),
+    (re.compile(r"\b\d+(?:\.\d+)?(?:[dhm]\d*)?s?(?= ago\b)"), "AGE"),
+    (re.compile(r"\b\d+(?:\.\d+)?(s|Ki|Mi|Gi| bytes)\b"), r"N\1"),
+    (re.compile(r"\s+"), " "),
+]
+
+
+def normalized(transcript: str) -> list[tuple[str, tuple[str, ...]]]:
+    """Per command, its output lines as a sorted tuple, with what differs from run to run
+    (times, UIDs, generated names, steps, sizes, durations, column widths) replaced.
+
+    Sorted: Events and saves that land in the same second may be listed in either order."""
+    commands: list[tuple[str, list[str]]] = []
+    for line in transcript.splitlines():
+        for pattern, replacement in _VOLATILE:
+            line = pattern.sub(replacement, line)
+        line = line.strip()
+        if line.startswith("$ "):
+            commands.append((line, []))
+        elif line and commands:
+            commands[-1][1].append(line)
+    return [(command, tuple(sorted(lines))) for command, lines in commands]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m emulator.demo.cli_session", description=__doc__
     )
     parser.add_argument("--workdir", type=Path, help="keep the cluster's files here")
+    parser.add_argument(
+        "--update",
+        type=Path,
+        metavar="MARKDOWN",
+        help=f"write the transcript into the console block under '{SESSION_HEADING}' "
+        "(docs/cli.md) instead of printing it",
+    )
     args = parser.parse_args(argv)
     if args.workdir is not None:
-        print(asyncio.run(capture(args.workdir)))
-        return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        print(asyncio.run(capture(Path(tmp))))
+        transcript = asyncio.run(capture(args.workdir))
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            transcript = asyncio.run(capture(Path(tmp)))
+    if args.update is not None:
+        args.update.write_text(splice(args.update.read_text(), transcript))
+    else:
+        print(transcript)
     return 0
 
 
