@@ -184,10 +184,33 @@ async def test_drain_moves_opted_in_pods_and_evicts_the_rest(kube: harness.Kube)
     (out_pod,) = await kube.running_pods("out")
     assert [p["spec"]["nodeName"] for p in (a, b, c, out_pod)] == ["gpu-a", "gpu-b"] + ["gpu-a"] * 2
 
+    # a DaemonSet's pod (ignored, as kubectl drain --ignore-daemonsets) and a pod no controller
+    # would recreate (refused without --force, before anything is cordoned)
+    agent = await kube.admin.create(resources.PODS, _bare_pod("agent", owner_kind="DaemonSet"))
+    await kube.admin.create(resources.PODS, _bare_pod("lonely"))
+    refused = await kube.kk("drain", "gpu-a", "--wait")
+    assert refused.code == 1, refused
+    assert refused.err == (
+        f"refused: cannot drain gpu-a: pods without a controller would be lost (nothing "
+        f"recreates them): {NS}/lonely; use --force to delete them anyway\n"
+    )
+    assert not (await kube.admin.get(resources.NODES, "gpu-a"))["spec"].get("unschedulable")
+    await kube.admin.delete(resources.PODS, "lonely", namespace=NS)
+
+    async def lonely_gone() -> bool:
+        names = [p["metadata"]["name"] for p in await _pods_on(kube, "gpu-a")]
+        return "lonely" not in names
+
+    await harness.eventually(lonely_gone, within=60, what="the bare pod gone")
+
     result = await kube.kk("drain", "gpu-a", "--wait")
     assert result.code == 0, result
     node = await kube.admin.get(resources.NODES, "gpu-a")
     assert node["spec"]["unschedulable"] is True
+    assert f"ignoring {NS}/agent (DaemonSet-managed)" in result.out.splitlines()
+    agent_now = await kube.admin.get(resources.PODS, "agent", namespace=NS)
+    assert agent_now["metadata"]["uid"] == agent["metadata"]["uid"]
+    assert not agent_now["metadata"].get("deletionTimestamp")
     for job, old in (("a", a), ("c", c)):
         new = await _successor(kube, job, old)
         assert new["spec"]["nodeName"] == "gpu-b"
@@ -210,6 +233,43 @@ async def test_drain_moves_opted_in_pods_and_evicts_the_rest(kube: harness.Kube)
     assert result.out.splitlines()[-1] == "node/gpu-a drained"
     (b_now,) = await kube.running_pods("b")
     assert b_now["metadata"]["uid"] == b["metadata"]["uid"]  # gpu-b untouched
+
+
+def _bare_pod(name: str, *, owner_kind: str | None = None) -> Obj:
+    """A pod bound to gpu-a that sleeps, owned by nothing (or by a ``owner_kind`` controller)."""
+    meta: Obj = {"name": name, "namespace": NS}
+    if owner_kind is not None:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": owner_kind,
+                "name": name,
+                "uid": f"00000000-0000-4000-8000-{name.encode().hex():0>12}"[:36],
+                "controller": True,
+            }
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "nodeName": "gpu-a",
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "busybox",
+                    "command": ["python", "-c", "import time; time.sleep(600)"],
+                }
+            ],
+        },
+    }
+
+
+async def _pods_on(kube: harness.Kube, node: str) -> list[Obj]:
+    listed = await kube.admin.list(resources.PODS, namespace=NS)
+    return [p for p in listed["items"] if p["spec"].get("nodeName") == node]
 
 
 async def test_a_budget_refusal_is_retried_as_kubectl_drain_does(kube: harness.Kube) -> None:
