@@ -148,6 +148,27 @@ async def test_move_refusals_say_why(kube: harness.Kube) -> None:
     both = await kube.kk("move", "job/fine", "--to-node", "gpu-b", "--away-from", "gpu-a")
     assert both.code == 2
     assert "not allowed with argument" in both.err
+    await kube.admin.patch(
+        resources.NODES, "gpu-b", {"spec": {"unschedulable": True}}, content_type=stack.MERGE
+    )
+    cordoned = await kube.kk("move", "job/fine", "--to-node", "gpu-b")
+    assert cordoned.code == 1
+    assert cordoned.err.startswith("refused: node gpu-b is cordoned"), cordoned
+    await kube.admin.patch(
+        resources.NODES, "gpu-b", {"spec": {"unschedulable": None}}, content_type=stack.MERGE
+    )
+    (pod,) = await kube.running_pods("fine")
+    away = await kube.kk("move", "job/fine", "--away-from", pod["spec"]["nodeName"], "--wait")
+    assert away.code == 0, away
+    new = await _successor(kube, "fine", pod)
+    assert new["spec"]["nodeName"] != pod["spec"]["nodeName"]
+    assert {
+        "key": keys.HOSTNAME_LABEL,
+        "operator": "NotIn",
+        "values": [pod["spec"]["nodeName"]],
+    } in _required_expressions(new)
+    assert await kube.restored(new) == kube.said(pod, "SAVED")
+    await _failed_stays_zero(kube, "fine")
 
 
 async def test_move_of_a_job_whose_queue_did_not_opt_in_is_refused(kube: harness.Kube) -> None:

@@ -17,6 +17,7 @@ import pytest_asyncio
 import yaml
 
 from emulator.demo import scenario
+from emulator.kueue import controller as kueue_controller
 from kontinue import keys
 from kontinue.kube import resources
 from tests.integration.cli import harness
@@ -24,6 +25,7 @@ from tests.integration.cli import harness
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(240)]
 
 NS = harness.NS
+VOLCANO_CRDS = Path(__file__).resolve().parents[2] / "fixtures/upstream/volcano/crds"
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -227,6 +229,46 @@ async def test_enable_is_refused_with_the_webhooks_reason_for_a_missing_policy(
     missing = await kube.kk("enable", "queue", "nowhere")
     assert missing.code == 1
     assert missing.err.startswith("refused: queue nowhere not found")
+
+
+async def test_enable_and_disable_a_volcano_queue(kube: harness.Kube) -> None:
+    # Volcano installed beside Kueue: its Queue CRD served too
+    kueue_controller.install_crds(kube.system.cluster.api, VOLCANO_CRDS)
+    await kube.admin.create(
+        resources.VOLCANO_QUEUES,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "research"},
+            "spec": {"weight": 1},
+        },
+    )
+    refused = await kube.kk("enable", "queue", "research", "--policy", "nope")
+    assert refused.code == 1, refused
+    assert refused.err.startswith("refused: queue research: admission webhook"), refused
+    assert "nope" in refused.err
+    enabled = await kube.kk("enable", "queue", "research", "--policy", scenario.POLICY)
+    assert enabled.code == 0, enabled
+    assert enabled.out.strip() == f"queue/research enabled (policy {scenario.POLICY})"
+    labels = (await kube.admin.get(resources.VOLCANO_QUEUES, "research"))["metadata"]["labels"]
+    assert labels == {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: scenario.POLICY}
+    disabled = await kube.kk("disable", "queue", "research")
+    assert disabled.code == 0, disabled
+    labels = (await kube.admin.get(resources.VOLCANO_QUEUES, "research"))["metadata"]["labels"]
+    assert keys.ENABLED_LABEL not in labels
+
+
+@pytest.mark.parametrize(
+    "command", ["status", "list", "describe", "enable", "disable", "move", "drain", "defrag"]
+)
+async def test_help_of_every_command_through_the_console_script(
+    kube: harness.Kube, command: str
+) -> None:
+    result = await kube.kk(command, "--help")
+    assert result.code == 0, result
+    assert result.out.startswith(f"usage: kubectl kontinue {command}")
+    assert "Examples:" in result.out or "Example:" in result.out, result.out
+    assert "--kubeconfig" in result.out
 
 
 async def test_a_broken_kubeconfig_is_one_clear_line(kube: harness.Kube, tmp_path: Path) -> None:
