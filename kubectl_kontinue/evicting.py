@@ -63,7 +63,16 @@ async def evict(kube: kube_api.Api, pod: core.Pod, *, deadline: float, out: Text
             if not said:
                 say(out, f"  {pod.namespace}/{pod.name}: waiting: {exc}")
                 said = True
-            await asyncio.sleep(min(BUDGET_RETRY_SECONDS, max(0.5, exc.retry_after or 0)))
+            await asyncio.sleep(retry_delay(exc.retry_after))
+
+
+def retry_delay(retry_after: float | None) -> float:
+    """Seconds before evicting again after a 429: what the apiserver asked (``Retry-After``),
+    within [0.5, 5]; kubectl drain's 5 s when it asked nothing — a budget's refusal carries no
+    Retry-After (kubernetes ``pkg/registry/core/pod/storage/eviction.go``)."""
+    if not retry_after or retry_after <= 0:
+        return BUDGET_RETRY_SECONDS
+    return min(BUDGET_RETRY_SECONDS, max(0.5, retry_after))
 
 
 @dataclasses.dataclass(frozen=True)

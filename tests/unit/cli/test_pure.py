@@ -291,3 +291,16 @@ def test_a_volcano_queue_is_fed_by_the_namespaces_of_its_podgroups() -> None:
     (line, storage) = health.queue_lines([opted], {("lab", "kontinue"): None})
     assert line.subject == "queue/research"
     assert not storage.ok
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "delay"), [(None, 5.0), (0, 5.0), (1, 1.0), (0.1, 0.5), (30, 5.0)]
+)
+def test_a_refused_eviction_is_retried_as_kubectl_drain_retries(
+    retry_after: float | None, delay: float
+) -> None:
+    """A budget's 429 has no Retry-After: wait kubectl drain's 5 s (k8s.io/kubectl
+    pkg/drain/drain.go), not a tight loop against the apiserver."""
+    from kubectl_kontinue import evicting
+
+    assert evicting.retry_delay(retry_after) == delay
