@@ -1,6 +1,7 @@
 """What each admission request leaves behind besides its answer: a count and a latency
 (webhook/metrics.py), a span, and for an opted-in pod the webhook could not plumb, that starts
-cold or whose namespace lacks its checkpoint claim, an Event on its owner (webhook/events.py).
+cold or whose namespace lacks its checkpoint claim, an Event on its owner (webhook/events.py) —
+never for a dry run (``request.dryRun``: the apiserver stores nothing, so nothing is told).
 
 A wrapper around the ``/mutate`` and ``/validate`` handlers (:func:`observed`): the handler
 (webhook/app.py) only notes the parsed request and the verdict (:func:`note`, into a slot
@@ -85,6 +86,12 @@ class Observer:
         if recording:
             span.set_attribute("k8s.namespace.name", request.namespace or "")
             span.set_attribute("kontinue.admission.kind", request.kind.kind)
+        if request.dry_run:
+            # ``dryRun``: the apiserver stores nothing, so nothing happened to tell about — no
+            # Event, no restore decision in the eviction's trace (the manifests promise
+            # ``sideEffects: None``, manifests/webhook/webhooks.yaml). Counted and traced as
+            # a request above, like any other answer.
+            return
         if verdict.cause:
             self._restore_decision(request, verdict, span)
         if self.events is not None and decided == metrics.CLAIM_MISSING:
@@ -105,9 +112,10 @@ class Observer:
         for a pod without one, on the missing claim itself (no UID: it does not exist), so
         ``kubectl get events -n <namespace>`` shows it either way. A Job or Volcano Job at its
         own CREATE has no UID yet; its pods bring the Event onto it when they are created. A
-        dry run creates nothing, so it tells nothing (nor uses up the quiet window)."""
+        dry run creates nothing, so it tells nothing (nor uses up the quiet window): the caller
+        returns before this for one."""
         assert self.events is not None
-        if request.kind.group != "" or request.kind.kind != "Pod" or request.dry_run:
+        if request.kind.group != "" or request.kind.kind != "Pod":
             return
         namespace = request.namespace or ""
         involved = metrics.owner_of(request.object, namespace) or {

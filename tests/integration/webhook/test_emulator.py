@@ -384,6 +384,62 @@ async def test_without_its_claim_a_namespace_gets_untouched_pods_and_a_warning_e
     ]
 
 
+async def test_a_dry_run_pod_leaves_no_event(cluster: Cluster) -> None:
+    """A pod created with ``dryRun`` is admitted by the webhook (``sideEffects: None``,
+    manifests/webhook/webhooks.yaml: the apiserver calls it on dry runs too) but is never
+    stored, so the ``ColdStart`` and ``NotPlumbed`` Events it would cause must not be written
+    (webhook/observing.py). The same pods of another Job created for real are told: once their
+    Events are there, any of the dry runs', counted earlier, would have been written too."""
+    await _queues(cluster)
+
+    async def caught_up() -> bool:
+        dry = await cluster.admin.create(resources.JOBS, _job(), dry_run=True)
+        return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
+
+    await eventually(caught_up, within=20, what="the webhook's view of the queues")
+    jobs: dict[str, Obj] = {}
+    for name in ("dry", "real"):
+        body = _job()
+        body["metadata"]["name"] = name
+        jobs[name] = await cluster.admin.create(resources.JOBS, body)
+
+    def unidentified(job: Obj) -> Obj:
+        """A pod with no member identity (a malformed completion index): left untouched."""
+        pod = _pod_for(job)
+        pod["metadata"].setdefault("annotations", {})[keys.JOB_COMPLETION_INDEX_ANNOTATION] = "x"
+        return pod
+
+    for _ in range(3):
+        cold = await cluster.job_controller.create(
+            resources.PODS, _pod_for(jobs["dry"]), dry_run=True
+        )
+        assert keys.COLD_START_REASON_ANNOTATION in cold["metadata"]["annotations"]
+        left = await cluster.job_controller.create(
+            resources.PODS, unidentified(jobs["dry"]), dry_run=True
+        )
+        assert keys.PLUMBED_LABEL not in left["metadata"]["labels"]
+    await cluster.job_controller.create(resources.PODS, _pod_for(jobs["real"]))
+    await cluster.job_controller.create(resources.PODS, unidentified(jobs["real"]))
+
+    async def told() -> list[Obj]:
+        listed = await cluster.admin.list(resources.EVENTS, namespace=NS)
+        wanted = (keys.EVENT_COLD_START, keys.EVENT_NOT_PLUMBED)
+        return [e for e in listed["items"] if e["reason"] in wanted]
+
+    async def both_told() -> bool:
+        return len({e["reason"] for e in await told()}) == 2
+
+    await eventually(both_told, within=30, what="ColdStart and NotPlumbed Events of the real pods")
+    events = await told()
+    assert sorted((e["involvedObject"]["name"], e["reason"], e["count"]) for e in events) == [
+        ("real", keys.EVENT_COLD_START, 1),
+        ("real", keys.EVENT_NOT_PLUMBED, 1),
+    ]
+    (not_plumbed,) = [e for e in events if e["reason"] == keys.EVENT_NOT_PLUMBED]
+    assert "no member identity" in not_plumbed["message"]
+    assert not_plumbed["type"] == "Warning"
+
+
 async def test_denials_reach_the_client_with_their_code(cluster: Cluster) -> None:
     both_storages = {
         "apiVersion": keys.API_VERSION,

@@ -1,15 +1,20 @@
 """webhook/events.py against the API emulator over real HTTP: many occurrences of one Event
 become one object whose ``count`` adds up, written at flush time, never per admission; a missing
-checkpoint claim is told once per namespace and claim per quiet window (webhook/observing.py)."""
+checkpoint claim is told once per namespace and claim per quiet window (webhook/observing.py);
+a dry run (``request.dryRun``) tells nothing."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
 from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from kontinue import keys
+from kontinue import keys, tracing
 from kontinue.kube import api, resources
 from tests.unit.webhook import support
 from webhook import claims, events, metrics, observing, review
@@ -69,7 +74,9 @@ async def test_the_pending_set_is_bounded(kube: api.Api) -> None:
     ]
 
 
-def _claim_missing_request(namespace: str, owner: str | None) -> review.AdmissionRequest:
+def _claim_missing_request(
+    namespace: str, owner: str | None, *, dry_run: bool = False
+) -> review.AdmissionRequest:
     meta: dict[str, Any] = {"generateName": "train-", "namespace": namespace}
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta}
     if owner is not None:
@@ -83,6 +90,7 @@ def _claim_missing_request(namespace: str, owner: str | None) -> review.Admissio
             }
         ]
     body = support.request_for(pod, namespace=namespace)
+    body["request"]["dryRun"] = dry_run
     return review.parse(json.dumps(body).encode()).request
 
 
@@ -139,3 +147,50 @@ async def test_a_missing_claim_is_one_warning_per_namespace_and_claim_per_quiet_
         "default",
     )
     assert on_claim["metadata"]["namespace"] == "default"
+
+
+EVICTION_TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+async def test_a_dry_run_tells_nothing(kube: api.Api, dry_run: bool) -> None:
+    """``dryRun`` stores nothing, so nothing happened: no ``NotPlumbed``, ``ColdStart`` or
+    ``CheckpointVolumeMissing`` Event, and no ``kontinue.restore.decision`` span in the
+    eviction's trace (a trace that shows a restore no pod made would mislead). The same requests
+    without ``dryRun`` tell each (the control: the test can fail)."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer = provider.get_tracer("test")
+    sink = events.EventSink(kube, instance="webhook-0")
+    observer = observing.Observer(events=sink, tracer=tracer)
+    request = _claim_missing_request("default", "train", dry_run=dry_run)
+    assert request.dry_run is dry_run
+    missing = claims.Missing(namespace="default", claim="kontinue", policy="default")
+    verdicts = [
+        review.allow(decision=metrics.NOT_PLUMBED, why="kontinue: pod not plumbed: x"),
+        review.allow(decision=metrics.COLD_START, why="no checkpoint of this lineage"),
+        review.allow(decision=metrics.CLAIM_MISSING, why=missing.message(), claim="kontinue"),
+        review.allow(
+            [{"op": "add", "path": "/metadata/annotations", "value": {}}],
+            decision=metrics.RESTORE,
+            cause=EVICTION_TRACE,
+        ),
+    ]
+    for verdict in verdicts:
+        with tracer.start_as_current_span(tracing.ADMISSION) as span:
+            observer.finished("/mutate", request, verdict, 200, 0.001, span)
+    await sink.flush()
+    told = sorted(e["reason"] for e in await _events(kube))
+    decisions = [sp for sp in spans.get_finished_spans() if sp.name == tracing.RESTORE_DECISION]
+    admissions = [sp for sp in spans.get_finished_spans() if sp.name == tracing.ADMISSION]
+    assert len(admissions) == len(verdicts)  # every request is still traced as a request
+    if dry_run:
+        assert told == []
+        assert decisions == []
+    else:
+        assert told == sorted(
+            [keys.EVENT_NOT_PLUMBED, keys.EVENT_COLD_START, keys.EVENT_CHECKPOINT_VOLUME_MISSING]
+        )
+        (decision,) = decisions
+        assert f"{decision.context.trace_id:032x}" == EVICTION_TRACE.split("-")[1]
