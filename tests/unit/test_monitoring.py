@@ -12,7 +12,9 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from typing import Any
+from typing import Any, cast
+
+from opentelemetry.metrics import Observation
 
 from kontinue import telemetry
 from kontinue.models import checkpoint, core
@@ -131,3 +133,101 @@ def test_docs_list_every_alert_rule() -> None:
     for group in rule["spec"]["groups"]:
         for alert in group["rules"]:
             assert f"`{alert['alert']}`" in text, alert["alert"]
+
+
+# -- docs/operations.md names every metric, and only metrics that exist ------------------------
+
+INSTRUMENTED = {  # every product module that creates instruments, and how the test builds them
+    "kontinue/kube/watch_metrics.py",
+    "queue_bridge/instruments.py",
+    "webhook/freshness.py",
+    "webhook/metrics.py",
+}
+CREATES = re.compile(r"\bcreate_(counter|histogram|gauge|up_down_counter|observable_\w+)\b")
+NOT_METRICS = {"kontinue_sdk"}  # the SDK package's name, not a metric
+
+
+class _EveryInstrument:
+    """A meter that hands out the real meter's instruments and gives each one a value (an
+    observable one that observes nothing yet, one observation), so the exposition shows every
+    family the code defines, whatever the callers have done so far."""
+
+    def __init__(self, meter: Any) -> None:
+        self._meter = meter
+        self.created: list[str] = []
+
+    def __getattr__(self, attr: str) -> Any:
+        create = getattr(self._meter, attr)
+        if not attr.startswith("create_"):
+            return create
+
+        def created(name: str, *args: Any, **kwargs: Any) -> Any:
+            self.created.append(name)
+            if attr.startswith("create_observable_"):
+                callbacks = list(kwargs.get("callbacks") or ())
+
+                def at_least_one(options: Any) -> list[Any]:
+                    seen = [o for callback in callbacks for o in callback(options)]
+                    return seen or [Observation(1)]
+
+                kwargs["callbacks"] = [at_least_one]
+                return create(name, *args, **kwargs)
+            instrument = create(name, *args, **kwargs)
+            for use in ("add", "record", "set"):
+                if hasattr(instrument, use):
+                    getattr(instrument, use)(1)
+                    break
+            return instrument
+
+        return created
+
+
+def every_family() -> tuple[dict[str, promlint.Family], list[str]]:
+    """Every family both deployables export, by its exposition name, and the instruments'
+    OpenTelemetry names; read back through a real telemetry setup's Prometheus exporter."""
+    from kontinue.kube import watch_metrics
+    from webhook import freshness
+
+    tel = telemetry.setup("kontinue-test", environ={})
+    meter: Any = _EveryInstrument(tel.meter)
+    queue: queueing.WorkQueue[Any] = queueing.WorkQueue()
+    caches: Any = _Caches()
+    instruments.Metrics(meter, caches, queue, lambda: True, clock=lambda: T0)
+    webhook_metrics.Metrics(meter, expiry=lambda: 1.0e9)
+    freshness.Reader(cast(Any, None), seconds=1.0, meter=meter)  # only its counter is read
+    watch_metrics.Instruments(meter)
+    text = telemetry.exposition(tel.registry).decode()
+    assert promlint.problems(text) == []
+    return promlint.families(text), meter.created
+
+
+def test_the_instrumented_modules_are_the_ones_the_docs_test_builds() -> None:
+    """A new module with instruments must be added to :func:`every_family`, or its metrics
+    escape the docs check below."""
+    found = {
+        str(path.relative_to(fixtures.ROOT))
+        for package in ("kontinue", "webhook", "queue_bridge", "kubectl_kontinue")
+        for path in (fixtures.ROOT / package).rglob("*.py")
+        if CREATES.search(path.read_text())
+    }
+    assert found == INSTRUMENTED
+
+
+def test_docs_name_every_exported_metric_and_no_other() -> None:
+    families, created = every_family()
+    assert len(created) >= 24  # the proxy saw the instruments being made (24 today)
+    ours = {name for name in families if name.startswith("kontinue_")}
+    assert len(ours) == len(created)  # one family per instrument, none lost
+    operations = (fixtures.ROOT / "docs" / "operations.md").read_text()
+    undocumented = sorted(name for name in ours if f"`{name}`" not in operations)
+    assert undocumented == []
+    samples = {name for name in ours for name, _, _ in families[name].samples} | ours
+    texts = [fixtures.ROOT / "README.md", *sorted((fixtures.ROOT / "docs").glob("*.md"))]
+    texts += sorted(MONITORING.glob("*"))
+    unknown = sorted(
+        f"{path.name}: {name}"
+        for path in texts
+        for name in NAME.findall(path.read_text())
+        if not name.endswith("_") and name not in NOT_METRICS and name not in samples
+    )
+    assert unknown == []
