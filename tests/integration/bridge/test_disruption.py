@@ -25,8 +25,8 @@ from typing import Any
 from kontinue import keys, lineage
 from kontinue.kube import api, resources
 from kontinue.models import base, checkpoint
-from tests import fixtures
-from tests.integration.bridge.conftest import NS, Cluster
+from tests import fixtures, promlint
+from tests.integration.bridge.conftest import NS, Bridge, Cluster
 from tests.waiting import eventually
 
 Obj = dict[str, Any]
@@ -117,6 +117,21 @@ def _uids(cp: checkpoint.Checkpoint) -> list[str]:
     return [m.pod_uid for m in cp.spec.members]
 
 
+EVICTIONS = "kontinue_bridge_evictions_total"
+
+
+async def _evictions(bridge: Bridge) -> dict[tuple[str, str], float]:
+    """The bridge's ``kontinue_bridge_evictions_total`` (issue 12: by source and reason), every
+    series, from its own ``/metrics``."""
+    scraped = await bridge.scrape()
+    assert promlint.problems(scraped) == []
+    family = promlint.families(scraped).get(EVICTIONS)
+    samples = family.samples if family is not None else []
+    return {
+        (labels["source"], labels["reason"]): v for name, labels, v in samples if name == EVICTIONS
+    }
+
+
 async def test_scheduler_preemption_victims_make_one_checkpoint_that_succeeds(
     cluster: Cluster,
 ) -> None:
@@ -124,7 +139,7 @@ async def test_scheduler_preemption_victims_make_one_checkpoint_that_succeeds(
     job = await cluster.job()
     workload = await cluster.workload(job)
     pods = await _queued_pods(cluster, job)
-    await cluster.start_bridge()
+    bridge = await cluster.start_bridge()
     when = await _disrupt(cluster, pods[0])
 
     async def created() -> bool:
@@ -157,6 +172,8 @@ async def test_scheduler_preemption_victims_make_one_checkpoint_that_succeeds(
     assert len(await cluster.checkpoints()) == 1
     started = await cluster.events(reason=keys.EVENT_CHECKPOINT_STARTED)
     assert any(e["involvedObject"]["kind"] == "Job" for e in started)
+    # one eviction (the second victim joined its set), counted by its source and reason
+    assert await _evictions(bridge) == {("Scheduler", keys.DISRUPTION_PREEMPTION_BY_SCHEDULER): 1}
 
 
 async def test_victims_of_a_queue_that_did_not_opt_in_get_no_checkpoint(cluster: Cluster) -> None:
@@ -181,7 +198,7 @@ async def test_only_reasons_the_policy_lists_make_checkpoints(cluster: Cluster) 
     job = await cluster.job()
     await cluster.workload(job)
     pods = await _queued_pods(cluster, job)
-    await cluster.start_bridge()
+    bridge = await cluster.start_bridge()
     await _disrupt(cluster, pods[0])  # PreemptionByScheduler: not listed
     await _disrupt(
         cluster,
@@ -203,6 +220,39 @@ async def test_only_reasons_the_policy_lists_make_checkpoints(cluster: Cluster) 
     assert cp.spec.policy_name == "taints-only"
     assert _uids(cp) == [pods[1]["metadata"]["uid"]]
     assert cp.status.phase is checkpoint.Phase.SUCCEEDED
+    assert await _evictions(bridge) == {
+        ("TaintManager", keys.DISRUPTION_DELETION_BY_TAINT_MANAGER): 1  # the unlisted one: none
+    }
+
+
+async def test_a_drain_victim_is_an_eviction_api_checkpoint_and_counted_as_one(
+    cluster: Cluster,
+) -> None:
+    """The Eviction API (``kubectl drain``): ``DisruptionTarget`` reason
+    ``EvictionByEvictionAPI``, written by the apiserver itself, then the graceful DELETE."""
+    await cluster.queues()
+    job = await cluster.job()
+    await cluster.workload(job)
+    pods = await _queued_pods(cluster, job)
+    bridge = await cluster.start_bridge()
+    await _disrupt(
+        cluster,
+        pods[0],
+        user="system:apiserver",
+        reason=keys.DISRUPTION_EVICTION_BY_API,
+        message="Eviction API: evicting",
+    )
+
+    async def created() -> bool:
+        return len(await cluster.checkpoints()) == 1
+
+    await eventually(created, what="Checkpoint of the evicted pod")
+    await cluster.terminate(pods[0])
+    await _released(cluster, pods[:1])
+    cp = await cluster.one_checkpoint()
+    assert cp.spec.trigger.source is checkpoint.TriggerSource.EVICTION_API
+    assert _uids(cp) == [pods[0]["metadata"]["uid"]]
+    assert await _evictions(bridge) == {("EvictionAPI", keys.DISRUPTION_EVICTION_BY_API): 1}
 
 
 async def test_a_kueue_evicted_pod_that_also_carries_disruption_target_is_counted_once(
@@ -328,7 +378,7 @@ async def _volcano_pods(
 async def test_volcano_reclaim_victims_make_one_checkpoint_that_succeeds(cluster: Cluster) -> None:
     group = await _volcano(cluster)
     pods = await _volcano_pods(cluster)
-    await cluster.start_bridge(queue_systems=("kueue", "volcano"))
+    bridge = await cluster.start_bridge(queue_systems=("kueue", "volcano"))
     when = base.format_time(base.now())
     for pod in pods:
         await _disrupt(
@@ -358,6 +408,7 @@ async def test_volcano_reclaim_victims_make_one_checkpoint_that_succeeds(cluster
 
     await eventually(succeeded, what="Succeeded once both victims saved")
     await _released(cluster, pods)
+    assert await _evictions(bridge) == {("Volcano", cp.spec.trigger.reason): 1}
 
 
 async def test_volcano_victims_of_a_queue_that_did_not_opt_in_get_no_checkpoint(
