@@ -14,6 +14,7 @@ import logging
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from emulator.demo import metrics, report, scenario, scrape, systems, timeline, torch_workload
@@ -105,6 +106,26 @@ class Bar:
             print(file=sys.stderr)
 
 
+def printed(
+    queue_system: str,
+    runs: Sequence[timeline.Run],
+    extra: Sequence[tuple[str, Sequence[str]]] = (),
+) -> str:
+    """The report the demo prints once both runs ended: the table (with Kontinue | without),
+    then, under it, the restored / cold-started / failed pods read from the bridge's own
+    ``/metrics`` in the first run and whether they agree with the table (scrape.summary), then
+    who evicted."""
+    sources = ", ".join(f"{k} {v}" for k, v in sorted(runs[0].checkpoint_sources.items()))
+    return "\n".join(
+        [
+            f"queue system: {queue_system}",
+            report.table(metrics.reports(runs), extra),
+            scrape.summary(runs[0]),
+            f"checkpoints by who evicted (spec.trigger.source): {sources or 'none'}",
+        ]
+    )
+
+
 async def _main(args: argparse.Namespace) -> int:
     options = scenario.Options(
         seed=args.seed,
@@ -140,11 +161,7 @@ async def _main(args: argparse.Namespace) -> int:
             )
         )
     print()
-    print(f"queue system: {options.queue_system}")
-    print(report.table(metrics.reports(runs), extra))
-    print(scrape.summary(runs[0]))
-    sources = ", ".join(f"{k} {v}" for k, v in sorted(runs[0].checkpoint_sources.items()))
-    print(f"checkpoints by who evicted (spec.trigger.source): {sources or 'none'}")
+    print(printed(options.queue_system, runs, extra))
     chart = report.chart(runs, out / "occupancy.png")
     raw = out / "timeline.json"
     raw.write_text(json.dumps([dataclasses.asdict(run) for run in runs], indent=1))

@@ -6,8 +6,10 @@ preempted scavenger that had a Succeeded checkpoint restored from the newest one
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from emulator.demo import __main__ as demo_main
 from emulator.demo import metrics, report, scenario, scrape, timeline
 
 OPTIONS = scenario.Options(seed=3, duration=30.0, burst_every=9.0, rate=5.0, grace_seconds=6)
@@ -60,4 +62,28 @@ async def test_a_short_demo_keeps_work_the_baseline_throws_away(tmp_path: Path) 
     assert with_kontinue.bridge_restores["cold_start"] == len(cold)
     assert "agrees with the table" in scrape.summary(with_kontinue)
     assert baseline.bridge_restores == {}
+
+    # ... and `make demo` prints them under its table, where the numbers add up: every restore
+    # the table counts (a checkpoint chosen for a pod) the bridge counted as restored or failed,
+    # or it is named as not run yet
+    lines = demo_main.printed(OPTIONS.queue_system, [with_kontinue, baseline]).splitlines()
+    (row,) = [i for i, text in enumerate(lines) if text.startswith("restores (from the newest")]
+    (under,) = [i for i, text in enumerate(lines) if text.startswith("from the bridge's /metrics")]
+    assert under > row
+    table_restores = int(lines[row].split("|")[1].split()[0])
+    assert table_restores == ours.restores
+    told = re.fullmatch(
+        r"from the bridge's /metrics \(kontinue_restores_total\): restored (\d+), "
+        r"cold-started (\d+), failed (\d+) — agrees with the table"
+        r"(?:; (\d+) of the table's restores had not run at the end)?",
+        lines[under],
+    )
+    assert told is not None, lines[under]
+    counted, cold_started, failed, waiting = (int(group or 0) for group in told.groups())
+    assert (counted, cold_started, failed) == (
+        with_kontinue.bridge_restores["restored"],
+        with_kontinue.bridge_restores["cold_start"],
+        with_kontinue.bridge_restores["failed"],
+    )
+    assert counted + failed + waiting == table_restores
     assert all(p.restored_from is None for p in baseline.pods)
