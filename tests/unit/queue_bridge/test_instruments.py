@@ -1,15 +1,19 @@
-"""queue_bridge/instruments.py: the bounded reason a cold start is counted under, and a pod's
-restore outcome read from its status as the kubelet writes it."""
+"""queue_bridge/instruments.py: the bounded reason a cold start is counted under, a pod's
+restore outcome read from its status as the kubelet writes it, and the gauges and counters read
+at scrape time."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import pytest
 
-from kontinue import keys, restore_plan
+from kontinue import keys, restore_plan, telemetry
 from kontinue.models import checkpoint, core
-from queue_bridge import instruments
+from queue_bridge import instruments, queueing
+from tests import promlint
 from tests.unit.webhook import support
 
 OWNER = checkpoint.Lineage(namespace="ns", owner_kind="Job", owner_name="j", owner_uid="u-1")
@@ -90,3 +94,70 @@ def test_restore_outcomes_from_the_pod() -> None:
     )
     assert cold is not None
     assert (cold.result, cold.reason) == ("cold_start", "NoCheckpoint")
+
+
+class _Listed:
+    def __init__(self, items: list[checkpoint.Checkpoint]) -> None:
+        self._items = items
+
+    def items(self) -> list[checkpoint.Checkpoint]:
+        return self._items
+
+
+async def test_the_work_queue_leader_and_phases_read_at_scrape() -> None:
+    """Issue 12, bridge metrics: work-queue depth, adds, drops and retries, leader status and
+    Checkpoints by phase, as the bridge's ``/metrics`` exposition shows them (a real queue and
+    the real Prometheus exporter; the counters are read from the queue when scraped)."""
+    tel = telemetry.setup("kontinue-bridge", environ={})
+    queue: queueing.WorkQueue[tuple[str, str, str]] = queueing.WorkQueue(
+        max_keys=3, base_delay=0.01
+    )
+    leading = [False]
+    caches: Any = type(
+        "Caches",
+        (),
+        {
+            "checkpoints": _Listed(
+                [
+                    support.make_checkpoint("a", lineage=OWNER, phase="Succeeded"),
+                    support.make_checkpoint("b", lineage=OWNER, phase="Succeeded"),
+                    support.make_checkpoint("c", lineage=OWNER, phase="Failed"),
+                ]
+            )
+        },
+    )()
+    instruments.Metrics(tel.meter, caches, queue, lambda: leading[0])
+
+    def scraped(sample: str, **labels: str) -> float:
+        text = telemetry.exposition(tel.registry).decode()
+        assert promlint.problems(text) == []
+        return promlint.value(text, sample, **labels)
+
+    for index in range(5):
+        queue.add(("Pod", "ns", f"p-{index}"))
+    assert scraped("kontinue_bridge_queue_depth") == 3
+    assert scraped("kontinue_bridge_queue_adds_total") == 3
+    assert scraped("kontinue_bridge_queue_drops_total") == 2
+    assert scraped("kontinue_bridge_leader") == 0
+    leading[0] = True
+    assert scraped("kontinue_bridge_leader") == 1
+    assert scraped("kontinue_bridge_checkpoints", phase="Succeeded") == 2
+    assert scraped("kontinue_bridge_checkpoints", phase="Failed") == 1
+    assert scraped("kontinue_bridge_checkpoints", phase="InProgress") == 0
+
+    failed: set[tuple[str, str, str]] = set()
+
+    async def handle(key: tuple[str, str, str]) -> None:
+        if key == ("Pod", "ns", "p-0") and key not in failed:
+            failed.add(key)
+            raise RuntimeError("the first try of p-0 fails")
+
+    task = asyncio.create_task(queue.run(handle, workers=2))
+    try:
+        await asyncio.wait_for(queue.join(), 30)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert scraped("kontinue_bridge_queue_retries_total") == 1
+    assert scraped("kontinue_bridge_queue_depth") == 0
