@@ -18,6 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from kontinue import lineage
 from kontinue.kube import api as kube_api
 from kontinue.kube import events, resources, watching
 from kontinue.models import base, checkpoint
@@ -32,6 +33,8 @@ WRITE_VISIBLE_SECONDS = 5.0
 EVENT_DEFER_SECONDS = 1.0
 """How long a batch of Event posts waits, at most, for the keys that create Checkpoints to drain."""
 Clock = Callable[[], datetime.datetime]
+VOLCANO_JOB_KIND = lineage.owner_kind(api_version=resources.VOLCANO_JOBS.api_version, kind="Job")
+"""A Volcano Job's lineage ``owner_kind`` (``Job.batch.volcano.sh``, kontinue/lineage.py)."""
 
 
 def reference(obj: base.KubeObject, api_version: str, kind: str) -> dict[str, Any]:
@@ -167,20 +170,33 @@ class Context:
             await asyncio.shield(self._sender)
 
     def job_dict(self, owner: checkpoint.Lineage) -> dict[str, Any] | None:
-        if owner.owner_kind != "Job":
+        """The lineage's owner as an Event's object, if it is a ``batch/v1`` Job or a Volcano
+        Job (``kubectl describe vcjob``) this bridge caches, with the lineage's UID."""
+        found: base.KubeObject | None = None
+        api_version = "batch/v1"
+        if owner.owner_kind == "Job":
+            found = self.caches.jobs.get(owner.owner_name, owner.namespace)
+        elif owner.owner_kind == VOLCANO_JOB_KIND and self.caches.vcjobs is not None:
+            found = self.caches.vcjobs.get(owner.owner_name, owner.namespace)
+            api_version = resources.VOLCANO_JOBS.api_version
+        if found is None or found.metadata.uid != owner.owner_uid:
             return None
-        job = self.caches.jobs.get(owner.owner_name, owner.namespace)
-        if job is None or job.metadata.uid != owner.owner_uid:
-            return None
-        return reference(job, "batch/v1", "Job")
+        return reference(found, api_version, "Job")
 
     def workload_dict(self, cp: checkpoint.Checkpoint) -> dict[str, Any] | None:
+        """The set's queue object (``spec.workload``) as an Event's object: its Kueue Workload,
+        else its Volcano PodGroup (deciding.queue_object names either)."""
         if not cp.spec.workload:
             return None
-        wl = self.caches.workloads.get(cp.spec.workload, cp.spec.lineage.namespace)
-        if wl is None:
+        namespace = cp.spec.lineage.namespace
+        wl = self.caches.workloads.get(cp.spec.workload, namespace)
+        if wl is not None:
+            return reference(wl, resources.WORKLOADS.api_version, "Workload")
+        groups = self.caches.pod_groups
+        group = groups.get(cp.spec.workload, namespace) if groups is not None else None
+        if group is None:
             return None
-        return reference(wl, resources.WORKLOADS.api_version, "Workload")
+        return reference(group, resources.PODGROUPS.api_version, "PodGroup")
 
     async def tell(
         self,
@@ -188,7 +204,8 @@ class Context:
         raw: dict[str, Any] | None,
         event: tuple[str, str, str],
     ) -> None:
-        """One Event on the Workload, the owner Job and the Checkpoint (whichever exist)."""
+        """One Event on the Workload or PodGroup, the owner Job (or Volcano Job) and the
+        Checkpoint (whichever exist)."""
         reason, message, type_ = event
         for obj in (self.workload_dict(cp), self.job_dict(cp.spec.lineage), raw):
             await self.event(obj, reason, message, type_)

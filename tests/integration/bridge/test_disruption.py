@@ -290,8 +290,11 @@ async def test_a_kueue_evicted_pod_that_also_carries_disruption_target_is_counte
     assert all(cp.status.phase is checkpoint.Phase.SUCCEEDED for cp in found)
 
 
-def _volcano_victim(index: int, *, task: str = "worker", slot: int | None = None) -> Obj:
-    """The recorded victim pod, as the vc-controller made it, plumbed by our webhook."""
+def _volcano_victim(
+    index: int, *, task: str = "worker", slot: int | None = None, owner_uid: str | None = None
+) -> Obj:
+    """The recorded victim pod, as the vc-controller made it, plumbed by our webhook
+    (``owner_uid``: of a Volcano Job created in the test, instead of the recorded one)."""
     with VOLCANO_VICTIM.open() as stream:
         recorded = json.load(stream)["request"]["oldObject"]
     pod: Obj = copy.deepcopy(recorded)
@@ -307,6 +310,8 @@ def _volcano_victim(index: int, *, task: str = "worker", slot: int | None = None
     meta["labels"][keys.PLUMBED_LABEL] = keys.PLUMBED_VALUE  # as the webhook plumbs it
     meta["annotations"]["volcano.sh/task-spec"] = task
     owner = meta["ownerReferences"][0]
+    if owner_uid is not None:
+        owner["uid"] = owner_uid
     meta["annotations"][keys.LINEAGE_ANNOTATION] = lineage.annotation_value(
         checkpoint.Lineage(
             namespace=NS,
@@ -347,14 +352,18 @@ async def _volcano(cluster: Cluster, *, opted_in: bool = True) -> str:
 
 
 async def _volcano_pods(
-    cluster: Cluster, n: int = 2, *, tasks: tuple[str, ...] = ("worker",)
+    cluster: Cluster,
+    n: int = 2,
+    *,
+    tasks: tuple[str, ...] = ("worker",),
+    owner_uid: str | None = None,
 ) -> list[Obj]:
     """``n`` pods per task; a task's pods are indexed 0..n-1 (the vc-controller's task index)."""
     controller = cluster.emulated.client("system:serviceaccount:volcano-system:volcano-controllers")
     pods = []
     shapes = [(task, slot) for task in tasks for slot in range(n)]
     for index, (task, slot) in enumerate(shapes):
-        victim = _volcano_victim(index, task=task, slot=slot)
+        victim = _volcano_victim(index, task=task, slot=slot, owner_uid=owner_uid)
         pod = await controller.create(resources.PODS, victim)
         kubelet = cluster.emulated.client(f"system:node:node-{index + 1}")
         pod["status"] = {
@@ -377,7 +386,10 @@ async def _volcano_pods(
 
 async def test_volcano_reclaim_victims_make_one_checkpoint_that_succeeds(cluster: Cluster) -> None:
     group = await _volcano(cluster)
-    pods = await _volcano_pods(cluster)
+    vcjob = fixtures.load_one(VOLCANO / "examples/vcjob-gpu-ckpt-train.yaml")
+    vcjob["metadata"]["namespace"] = NS  # the victims' owner, by name (the recorded pod's)
+    vcjob = await cluster.admin.create(resources.VOLCANO_JOBS, vcjob)
+    pods = await _volcano_pods(cluster, owner_uid=vcjob["metadata"]["uid"])
     bridge = await cluster.start_bridge(queue_systems=("kueue", "volcano"))
     when = base.format_time(base.now())
     for pod in pods:
@@ -409,6 +421,39 @@ async def test_volcano_reclaim_victims_make_one_checkpoint_that_succeeds(cluster
     await eventually(succeeded, what="Succeeded once both victims saved")
     await _released(cluster, pods)
     assert await _evictions(bridge) == {("Volcano", cp.spec.trigger.reason): 1}
+
+    # issue 12: told where a Volcano user looks — the PodGroup and the Volcano Job — and on
+    # the Checkpoint, like a Kueue set's Workload, Job and Checkpoint
+    where = {
+        ("PodGroup", group, resources.PODGROUPS.api_version),
+        ("Job", vcjob["metadata"]["name"], resources.VOLCANO_JOBS.api_version),
+        ("Checkpoint", cp.name, keys.API_VERSION),
+    }
+
+    def told(events: list[Obj]) -> set[tuple[str, str, str]]:
+        return {
+            (o["kind"], o["name"], o["apiVersion"]) for o in (e["involvedObject"] for e in events)
+        }
+
+    async def on_all_three() -> bool:
+        for reason in (keys.EVENT_CHECKPOINT_STARTED, keys.EVENT_CHECKPOINT_SUCCEEDED):
+            if told(await cluster.events(reason=reason)) != where:
+                return False
+        return True
+
+    await eventually(
+        on_all_three, within=30, what="Started and Succeeded on PodGroup, vcjob, Checkpoint"
+    )
+    (on_group,) = [
+        e
+        for e in await cluster.events(reason=keys.EVENT_CHECKPOINT_STARTED)
+        if e["involvedObject"]["kind"] == "PodGroup"
+    ]
+    assert (
+        on_group["involvedObject"]["uid"]
+        == (await cluster.admin.get(resources.PODGROUPS, group, namespace=NS))["metadata"]["uid"]
+    )
+    assert on_group["reportingComponent"] == "kontinue.dev/bridge"
 
 
 async def test_volcano_victims_of_a_queue_that_did_not_opt_in_get_no_checkpoint(
