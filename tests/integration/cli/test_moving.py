@@ -113,6 +113,13 @@ async def test_move_to_a_node_then_away_resumes_from_the_saved_step_each_time(
     assert await kube.restored(third) == kube.said(second, "SAVED")
     await _failed_stays_zero(kube, "train")
 
+    # the queue system was not involved: Kueue never evicted the Workload, it stayed admitted
+    (workload,) = (await kube.admin.list(resources.WORKLOADS, namespace=NS))["items"]
+    conditions = {c["type"]: c["status"] for c in workload["status"].get("conditions") or []}
+    assert conditions.get("Admitted") == "True", conditions
+    assert conditions.get("Evicted") != "True", conditions
+    assert conditions.get("Preempted") != "True", conditions
+
     story = await kube.kk("describe", "job/train", "-o", "json")
     evictions = [e for e in json.loads(story.out)["timeline"] if e["what"] == "Evicted"]
     assert [(e["source"], e["reason"]) for e in evictions] == [("Manual", "Move")] * 2
