@@ -75,8 +75,8 @@ bench: $(STAMP) ## run the benchmarks; each prints its numbers
 fuzz: $(STAMP) ## the admission fuzz properties over >=100,000 fresh inputs (FUZZ_INPUTS=n, FUZZ_SEED=s)
 	$(BIN)/python -m tests.fuzz --inputs $(or $(FUZZ_INPUTS),100000) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
-soak: $(STAMP) ## the seeded fault soak on the emulated cluster (SEED=n RUNS=k ROUNDS=r; a failure prints its seed and plan)
-	$(BIN)/python -m tests.soak $(if $(SEED),--seed $(SEED)) --runs $(or $(RUNS),1) --rounds $(or $(ROUNDS),25) $(if $(TRACE),--trace)
+soak: $(STAMP) ## the seeded fault soak on the emulated cluster (SEED=n RUNS=k ROUNDS=r SHAPE=all|indexed|jobset|vcjob; a failure prints its seed and plan)
+	$(BIN)/python -m tests.soak $(if $(SEED),--seed $(SEED)) --runs $(or $(RUNS),1) --rounds $(or $(ROUNDS),25) --shape $(or $(SHAPE),all) $(if $(TRACE),--trace)
 
 clean: ## remove the virtualenv
 	rm -rf $(VENV)

@@ -19,6 +19,7 @@ from typing import Any
 from emulator.apiserver import server, store
 from kontinue import keys
 from kontinue.models import base
+from tests.soak import shapes
 
 Obj = dict[str, Any]
 PODS = ("", "pods")
@@ -41,7 +42,7 @@ class Set:
     owner_uid: str
     trigger_time: str
     members: dict[str, str]
-    """identity -> the saving pod's uid"""
+    """identity -> the saving pod's uid (members that joined after its creation included)"""
     member_pods: dict[str, str]
     """pod name -> identity"""
     verdict: str = ""
@@ -68,7 +69,8 @@ class Pod:
     name: str
     uid: str
     added: int
-    job: str
+    workload: str
+    """The Job, JobSet or vcjob it belongs to (tests/soak/shapes.py ``workload_of``)."""
     owner_uid: str
     identity: str
     plumbed: bool
@@ -117,22 +119,14 @@ class Record:
         if pod is None:
             annotations = meta.get("annotations") or {}
             labels = meta.get("labels") or {}
-            index = annotations.get(keys.JOB_COMPLETION_INDEX_ANNOTATION)
             pod = Pod(
                 namespace=meta.get("namespace", ""),
                 name=meta["name"],
                 uid=uid,
                 added=event.rv,
-                job=labels.get(keys.JOB_NAME_LABEL, ""),
-                owner_uid=next(
-                    (
-                        str(o.get("uid", ""))
-                        for o in meta.get("ownerReferences") or []
-                        if o.get("controller")
-                    ),
-                    "",
-                ),
-                identity=f"index={index}" if index is not None else "",
+                workload=shapes.workload_of(labels),
+                owner_uid=shapes.owner_uid(labels, meta.get("ownerReferences") or []),
+                identity=shapes.identity(labels, annotations),
                 plumbed=keys.LINEAGE_ANNOTATION in annotations,
                 planned=_planned(event.obj),
                 last=event.obj,
@@ -168,6 +162,10 @@ class Record:
                 member_pods={str(m.get("podName", "")): _identity(m) for m in members},
             )
             self.sets[key] = found
+        for member in spec.get("members") or []:  # a later victim of one eviction joins it
+            who = _identity(member)  # (queue_bridge/acting.py: a patch of spec.members)
+            found.members.setdefault(who, str(member.get("podUid", "")))
+            found.member_pods.setdefault(str(member.get("podName", "")), who)
         status = obj.get("status") or {}
         phase = status.get("phase")
         if phase in ("Succeeded", "Failed") and not found.verdict:

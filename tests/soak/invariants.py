@@ -43,12 +43,14 @@ def outcome(log: str | None) -> Outcome:
         return Outcome(started=False)
     restored = RESTORED.findall(log)
     saved = SAVED.findall(log)
+    wrong = "WRONG-MEMBER" in log
     return Outcome(
-        started=bool(restored or COLD.search(log)),
+        # a pod refusing another identity's directory started too (and is judged for it)
+        started=bool(restored or COLD.search(log) or wrong),
         restored_from=restored[0][2] if restored else None,
         restored_step=int(restored[0][1]) if restored else 0,
         saved_step=int(saved[-1][1]) if saved else None,
-        wrong_member="WRONG-MEMBER" in log,
+        wrong_member=wrong,
     )
 
 
@@ -76,7 +78,15 @@ set (the bridge created the set after the pod), so the rule, which goes by what 
 pod's creation, gives it an older set or a cold start, and it did not restore that save. No
 read at admission can see a set that does not exist yet; counted and printed, never a failure
 (docs/security.md, "Soak findings", item 1)."""
+OWN_IDENTITY = "restores-only-its-own-identity"
+"""Issue 19: no pod restores state saved by another identity. Judged twice, from sources the
+product does not write: the identity of the pod whose directory it restored (from the labels and
+annotations its controllers stamped, tests/soak/shapes.py ``identity``) must be its own, and the
+workload must not have printed ``WRONG-MEMBER`` (it was handed a directory whose manifest names
+another identity, tests/integration/workloads/member_trainer.py). The coupled rule never shares
+a member across identities (only the ``shared`` choice does, which the soak does not use)."""
 INVARIANTS = (
+    OWN_IDENTITY,
     "restores-only-whole-sets",
     LATE_PLAN,
     "restores-the-planned-member",
@@ -162,8 +172,17 @@ def check_restores(
             continue
         who = f"pod {pod.name} ({pod.identity})"
         if seen.wrong_member:
-            found.append(Violation("restores-the-planned-member", f"{who}: WRONG-MEMBER"))
+            found.append(Violation(OWN_IDENTITY, f"{who} was handed another identity's directory"))
         if seen.restored_from is not None:
+            saving_pod = record.pods.get(seen.restored_from)
+            if saving_pod is not None and saving_pod.identity != pod.identity:
+                found.append(
+                    Violation(
+                        OWN_IDENTITY,
+                        f"{who} restored the state of pod {saving_pod.name} "
+                        f"({saving_pod.identity})",
+                    )
+                )
             source = savers.get(seen.restored_from)
             if source is None:
                 found.append(
@@ -186,9 +205,7 @@ def check_restores(
                     )
                 )
             if saver != pod.identity:
-                found.append(
-                    Violation("restores-the-planned-member", f"{who} restored member {saver}")
-                )
+                found.append(Violation(OWN_IDENTITY, f"{who} restored member {saver}"))
             saved = outcomes.get(seen.restored_from)
             if saved is not None and saved.saved_step not in (None, seen.restored_step):
                 found.append(

@@ -1,11 +1,14 @@
 """The soak's plan: a seed in, the rounds of evictions and faults out. Pure and deterministic.
 
-One round is one eviction of the soak's Indexed Job, from one source, with the faults that
-surround it (issue 11, "Make the search permanent"):
+One round is one eviction of the soak's workload (a shape of tests/soak/shapes.py: an Indexed
+Job, a JobSet, a Volcano Job), from one source, with the faults that surround it (issue 11,
+"Make the search permanent"; issue 19 added the shapes):
 
 - sources: ``kueue`` (a higher-priority Job in the same ClusterQueue: Kueue evicts the whole
-  Workload), ``eviction-api`` (one pod, as a drain does), ``scheduler`` (a higher-priority bare
-  pod that fits nowhere: kube-scheduler preempts one pod);
+  Workload), ``drain`` (every pod through the Eviction API), ``volcano`` (a higher-priority vcjob
+  Volcano reclaims the GPUs for: every pod), ``eviction-api`` (one pod, as a drain of one node
+  does), ``scheduler`` (a higher-priority bare pod that fits nowhere: kube-scheduler preempts one
+  pod); each shape names the ones it is evicted by, the first evicting it whole;
 - faults: ``torn`` (an evicted member ignores SIGTERM: SIGKILLed mid-save at the grace period's
   end, no manifest), ``api-error`` (the bridge's requests of one kind fail with 500, 429 or 409,
   ``count`` times, through the emulator's ``faults``), ``watch-drop`` (every watch cut),
@@ -27,7 +30,9 @@ from __future__ import annotations
 import dataclasses
 import random
 
-SOURCES = ("kueue", "eviction-api", "scheduler")
+from tests.soak import shapes
+
+SOURCES = shapes.INDEXED.sources
 FAULT_KINDS = (
     "torn",
     "api-error",
@@ -71,7 +76,8 @@ class Fault:
     delay: float = 0.0
     """Seconds after the eviction starts that it fires (negative: before the eviction)."""
     member: int = -1
-    """``torn``: the completion index that ignores SIGTERM."""
+    """``torn``, ``volume-full``: the completion (or task) index whose pods ignore SIGTERM or
+    fail their save (in a 2 x 2 shape, the pod of that index in each replicated Job or task)."""
     target: tuple[str, str, str] = ("", "", "")
     """``api-error``: (verb, resource, subresource) of the bridge's requests that fail."""
     status: int = 0
@@ -95,36 +101,42 @@ class Round:
     number: int
     source: str
     victim: int
-    """``eviction-api``, ``scheduler``: the completion index evicted alone."""
+    """``eviction-api``: the position in the shape's identities of the member evicted alone."""
     faults: tuple[Fault, ...]
+    whole: bool = False
+    """The source evicts the whole workload."""
 
     def __str__(self) -> str:
-        who = "" if self.source == "kueue" else f"(index={self.victim})"
+        who = "" if self.whole else f"(member={self.victim})"
         faults = ", ".join(str(f) for f in self.faults) or "no faults"
         return f"round {self.number}: {self.source}{who}; {faults}"
 
 
-def plan(seed: int, rounds: int, *, members: int) -> list[Round]:
-    """``rounds`` rounds for a Job of ``members`` pods, the same for the same arguments."""
+def plan(seed: int, rounds: int, *, shape: shapes.Shape = shapes.INDEXED) -> list[Round]:
+    """``rounds`` rounds for the workload ``shape``, the same for the same arguments (a 2-pod
+    Indexed Job's plan is the one this module made before the other shapes existed)."""
     rng = random.Random(seed)
     out = []
     for number in range(1, rounds + 1):
-        source = rng.choice(SOURCES)
-        victim = rng.randrange(members)
+        source = rng.choice(shape.sources)
+        victim = rng.randrange(shape.members)
+        whole = source == shape.whole
         faults = []
         for kind in FAULT_KINDS:
             if rng.random() >= PROBABILITY[kind]:
                 continue
-            faults.append(_fault(rng, kind, source=source, victim=victim, members=members))
-        out.append(Round(number, source, victim, tuple(faults)))
+            faults.append(_fault(rng, kind, shape=shape, whole=whole, victim=victim))
+        out.append(Round(number, source, victim, tuple(faults), whole=whole))
     return out
 
 
-def _fault(rng: random.Random, kind: str, *, source: str, victim: int, members: int) -> Fault:
+def _fault(
+    rng: random.Random, kind: str, *, shape: shapes.Shape, whole: bool, victim: int
+) -> Fault:
     delay = round(rng.uniform(-0.5, 3.0), 1)
     if kind in ("torn", "volume-full"):
-        member = rng.randrange(members) if source == "kueue" else victim
-        return Fault(kind, member=member)
+        index = rng.randrange(shape.indexes) if whole else shape.index_of(victim)
+        return Fault(kind, member=index)
     if kind == "api-error":
         return Fault(
             kind,

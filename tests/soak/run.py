@@ -1,13 +1,15 @@
 """One soak run: the plan of a seed played against the whole system, then the invariants.
 
-A 2-pod (``members``) Indexed Job of the member workload (tests/integration/workloads/
-member_trainer.py: it prints the step it restored and the step it saved, refuses another
-identity's directory) runs on an opted-in ClusterQueue. Each round evicts it from the round's
+A workload of one shape (tests/soak/shapes.py: a 2-pod Indexed Job, a JobSet of 2 replicated
+Jobs x 2 pods, a Volcano Job of 2 tasks x 2 pods) of the member workload (tests/integration/
+workloads/member_trainer.py: it prints the step it restored and the step it saved, refuses
+another identity's directory) runs in an opted-in queue. Each round evicts it from the round's
 source with the round's faults around the eviction, then waits — within a bound, past which the
-cluster counts as blocked — until the faults are over and every index runs again. After every
+cluster counts as blocked — until the faults are over and every member runs again. After every
 round the step invariants are checked on the record so far; at the end the workload is told to
-finish, the Job must complete and every finalizer be released, and the restore invariants are
-checked over every pod the run created (:mod:`tests.soak.invariants`).
+finish, it must complete and every finalizer be released, and the restore invariants (among
+them: no pod restores state saved by another identity) are checked over every pod the run
+created (:mod:`tests.soak.invariants`).
 """
 
 from __future__ import annotations
@@ -26,11 +28,10 @@ from emulator.apiserver import faults as emulated_faults
 from kontinue import keys
 from kontinue.kube import errors, resources
 from tests.integration.bridge.conftest import BRIDGE_USER
-from tests.integration.workloads import member_trainer
-from tests.soak import history, invariants, plan, stack
+from tests.soak import history, invariants, plan, shapes, stack
 
 Obj = dict[str, Any]
-JOB = "par"
+JOB = shapes.NAME
 ROUND_BOUND = 150.0
 """Seconds a round may take before the cluster counts as blocked (generous: a loaded 2-core
 machine, a bridge replica restarting, a webhook outage)."""
@@ -41,6 +42,7 @@ FINALIZER_SLACK = 20.0
 class Report:
     seed: int
     rounds: list[plan.Round]
+    shape: str = shapes.INDEXED.name
     evictions: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     faults: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     api_errors_fired: int = 0
@@ -50,6 +52,10 @@ class Report:
     seconds: float = 0.0
     pods: int = 0
     sets: int = 0
+    identities: set[str] = dataclasses.field(default_factory=set)
+    """The member identities the run's sets recorded."""
+    restored: set[str] = dataclasses.field(default_factory=set)
+    """The identities of the pods that restored a member (each its own, or a violation)."""
     round_seconds: list[float] = dataclasses.field(default_factory=list)
     trace: list[str] = dataclasses.field(default_factory=list)
     """Every pod's outcome and every set's record, oldest first (printed with ``--trace``)."""
@@ -67,9 +73,10 @@ class Report:
 
     def summary(self) -> str:
         lines = [
-            f"seed {self.seed}: {len(self.rounds)} rounds in {self.seconds:.0f} s; "
+            f"seed {self.seed} {self.shape}: {len(self.rounds)} rounds in {self.seconds:.0f} s; "
             f"{sum(self.evictions.values())} evictions {dict(sorted(self.evictions.items()))}; "
-            f"{self.pods} pods, {self.sets} checkpoint sets; rounds took "
+            f"{self.pods} pods, {self.sets} checkpoint sets of {len(self.identities)} identities, "
+            f"{len(self.restored)} of them restored; rounds took "
             f"{', '.join(f'{t:.0f}' for t in self.round_seconds)} s",
             f"  faults {dict(sorted(self.faults.items()))}, API errors answered "
             f"{self.api_errors_fired}",
@@ -81,23 +88,12 @@ class Report:
             lines.append(f"  {len(self.violations)} VIOLATIONS:")
             lines += [f"    {v}" for v in self.violations]
             lines.append(plan.describe(self.seed, self.rounds))
-            lines.append(f"  replay: make soak SEED={self.seed} ROUNDS={len(self.rounds)}")
+            lines.append(
+                f"  replay: make soak SEED={self.seed} ROUNDS={len(self.rounds)} SHAPE={self.shape}"
+            )
         else:
             lines.append("  0 violations")
         return "\n".join(lines)
-
-
-def member_job(name: str, *, priority: str, members: int, control: Path, short: bool) -> Obj:
-    return member_trainer.job(
-        name,
-        namespace=stack.NS,
-        priority=priority,
-        members=members,
-        control=control,
-        grace=stack.GRACE,
-        backoff_limit=0,
-        short=short,
-    )
 
 
 def preemptor_pod(name: str) -> Obj:
@@ -125,11 +121,14 @@ def preemptor_pod(name: str) -> Obj:
 
 
 class Runner:
-    def __init__(self, s: stack.Stack, record: history.History, report: Report, *, members: int):
+    def __init__(
+        self, s: stack.Stack, record: history.History, report: Report, *, shape: shapes.Shape
+    ):
         self.s = s
         self.record = record
         self.report = report
-        self.members = members
+        self.shape = shape
+        self.members = shape.members
         self.control = s.cluster.workdir / "control"
         self.control.mkdir(parents=True, exist_ok=True)
         self.job_uid = ""
@@ -137,7 +136,7 @@ class Runner:
     # -- reading ------------------------------------------------------------------------------
 
     async def pods(self) -> list[Obj]:
-        return await self.s.cluster.pods(stack.NS, labels={keys.JOB_NAME_LABEL: JOB})
+        return await self.s.cluster.pods(stack.NS, labels=shapes.selector(self.shape))
 
     def log(self, pod: Obj) -> str | None:
         container = self.s.cluster.container(pod, "trainer")
@@ -146,7 +145,8 @@ class Runner:
         return container.spec.log_path.read_text()
 
     async def all_running(self) -> list[Obj] | None:
-        """The Job's live pods when every index runs (past 3 steps) and none is terminating."""
+        """The workload's live pods when every member runs (past 3 steps) and none is
+        terminating."""
         pods = await self.pods()
         live = []
         for pod in pods:
@@ -182,8 +182,22 @@ class Runner:
         return False
 
     async def diagnose(self) -> None:
-        """What a blocked round looked like: the Job's and its Workload's conditions."""
+        """What a blocked round looked like: the Job's and its Workload's conditions (the
+        vcjob's status, the pods' phases)."""
         with contextlib.suppress(errors.ApiError):
+            for pod in await self.pods():
+                meta = pod["metadata"]
+                self.report.notes.append(
+                    f"blocked: pod {meta['name']} {(pod.get('status') or {}).get('phase')} "
+                    f"deleting={bool(meta.get('deletionTimestamp'))} "
+                    f"gates={(pod.get('spec') or {}).get('schedulingGates')}"
+                )
+            if self.shape is shapes.VCJOB:
+                job = await self.s.admin.get(resources.VOLCANO_JOBS, JOB, namespace=stack.NS)
+                self.report.notes.append(f"blocked: vcjob {JOB} status {job.get('status')}")
+                return
+            if self.shape is shapes.JOBSET:
+                return
             job = await self.s.admin.get(resources.JOBS, JOB, namespace=stack.NS)
             self.report.notes.append(f"blocked: Job {JOB} status {job.get('status')}")
             listed = await self.s.admin.list(resources.WORKLOADS, namespace=stack.NS)
@@ -201,22 +215,20 @@ class Runner:
     # -- the run ------------------------------------------------------------------------------
 
     async def start(self) -> bool:
-        probe = member_job("probe", priority="low", members=1, control=self.control, short=True)
+        resource, probe = shapes.probe(self.shape, control=self.control, grace=stack.GRACE)
 
         async def plumbed() -> bool:
-            dry = await self.s.admin.create(resources.JOBS, probe, dry_run=True)
-            return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
+            dry = await self.s.admin.create(resource, probe, dry_run=True)
+            return shapes.plumbed(self.shape, dry)
 
-        if not await self.until(plumbed, what="the webhook plumbing Jobs", within=60):
+        if not await self.until(plumbed, what="the webhook plumbing the workload", within=60):
             return False
-        job = await self.s.admin.create(
-            resources.JOBS,
-            member_job(
-                JOB, priority="low", members=self.members, control=self.control, short=False
-            ),
-        )
-        self.job_uid = job["metadata"]["uid"]
-        return await self.until(self._running, what="the Job's first pods running")
+        for resource, body in shapes.workload(self.shape, control=self.control, grace=stack.GRACE):
+            created = await self.s.admin.create(resource, body)
+            self.job_uid = created["metadata"]["uid"]
+        if self.shape is shapes.JOBSET:
+            self.job_uid = shapes.JOBSET_UID
+        return await self.until(self._running, what="the workload's first pods running")
 
     async def _running(self) -> bool:
         return await self.all_running() is not None
@@ -266,7 +278,7 @@ class Runner:
                 await self.s.start_replica()
         await self.record.settle()
         after = [p for p in (await self.all_running() or []) if p["metadata"]["uid"] not in before]
-        if r.source == "kueue" and after:
+        if r.whole and after:
             uids = {p["metadata"]["uid"] for p in after}
             incarnation = [p for p in self.record.pods.values() if p.uid in uids]
             self.report.checks["one-cut-per-incarnation"] += 1
@@ -300,31 +312,35 @@ class Runner:
         return {
             pod.uid: invariants.outcome(self.log(pod.last))
             for pod in self.record.pods.values()
-            if pod.job == JOB
+            if pod.workload == JOB
         }
 
     async def evict(self, r: plan.Round) -> None:
         self.report.evictions[r.source] += 1
-        if r.source == "kueue":
+        if r.source in ("kueue", "volcano"):
             name = f"high-{r.number}"
-            await self.create_retrying(
-                resources.JOBS,
-                member_job(
-                    name, priority="high", members=self.members, control=self.control, short=True
-                ),
+            resource, body = shapes.preemptor(
+                self.shape, name, control=self.control, grace=stack.GRACE
             )
+            await self.create_retrying(resource, body)
             await self.until(
-                lambda: self._finished(resources.JOBS, name),
-                what=f"round {r.number}: the preempting Job complete",
+                lambda: self._finished(resource, name),
+                what=f"round {r.number}: the preempting {body['kind']} complete",
             )
-        elif r.source == "eviction-api":
+        elif r.source in ("eviction-api", "drain"):
             live = await self.all_running() or await self.pods()
-            victim = next((p for p in live if _index(p) == r.victim), live[0] if live else None)
-            if victim is not None:
-                with contextlib.suppress(errors.ApiError):
-                    await self.s.admin.evict(
-                        resources.PODS, victim["metadata"]["name"], namespace=stack.NS
-                    )
+            wanted = self.shape.identities[r.victim]
+            victims = (
+                live
+                if r.source == "drain"
+                else [next((p for p in live if _identity(p) == wanted), live[0] if live else {})]
+            )
+            for victim in victims:
+                if victim:
+                    with contextlib.suppress(errors.ApiError):
+                        await self.s.admin.evict(
+                            resources.PODS, victim["metadata"]["name"], namespace=stack.NS
+                        )
         else:
             name = f"preemptor-{r.number}"
             await self.create_retrying(resources.PODS, preemptor_pod(name))
@@ -362,6 +378,8 @@ class Runner:
             return False
         if resource == resources.JOBS:
             return cluster_module.job_finished(obj)
+        if resource == resources.VOLCANO_JOBS:
+            return _vcjob_phase(obj) in VCJOB_FINISHED
         return (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
     async def act(self, fault: plan.Fault, delay: float, r: plan.Round) -> None:
@@ -432,14 +450,22 @@ class Runner:
         finishing = self.record.events_rv
         self.step_checks()
         (self.control / "finish").touch()
-        await self.until(
-            lambda: self._finished(resources.JOBS, JOB), what="the Job complete after finish"
-        )
-        job = await self.s.admin.get(resources.JOBS, JOB, namespace=stack.NS)
-        if not cluster_module.job_condition("Complete")(job):
-            self.report.add(
-                [invariants.Violation("never-blocked", f"the Job ended {job.get('status')}")]
+        for resource, body in shapes.workload(self.shape, control=self.control, grace=stack.GRACE):
+            name = body["metadata"]["name"]
+            await self.until(
+                lambda resource=resource, name=name: self._finished(resource, name),
+                what=f"{name} complete after finish",
             )
+            obj = await self.s.admin.get(resource, name, namespace=stack.NS)
+            done = (
+                _vcjob_phase(obj) == "Completed"
+                if resource == resources.VOLCANO_JOBS
+                else cluster_module.job_condition("Complete")(obj)
+            )
+            if not done:
+                self.report.add(
+                    [invariants.Violation("never-blocked", f"{name} ended {obj.get('status')}")]
+                )
 
         async def released() -> bool:
             for pod in await self.s.cluster.pods(stack.NS):
@@ -454,6 +480,9 @@ class Runner:
         outcomes = self.outcomes()
         self.report.checks["restores-the-planned-member"] += sum(
             1 for o in outcomes.values() if o.started
+        )
+        self.report.checks[invariants.OWN_IDENTITY] += sum(
+            1 for o in outcomes.values() if o.restored_from or o.wrong_member
         )
         self.report.add(invariants.check_restores(self.record, outcomes, owner_uid=self.job_uid))
         self.report.checks["newest-good-kept"] += len(self.record.sets)
@@ -470,28 +499,46 @@ class Runner:
             f"expired@r{s.expired_at} {s.states} {s.members}"
             for s in sorted(self.record.sets.values(), key=lambda s: s.added)
         ]
-        self.report.sets = sum(
-            1
+        own = [
+            s
             for s in self.record.sets.values()
             if s.owner_uid == self.job_uid and s.namespace == stack.NS
-        )
+        ]
+        self.report.sets = len(own)
+        self.report.identities = {who for s in own for who in s.members}
+        self.report.restored = {
+            p.identity
+            for p in self.record.pods.values()
+            if p.uid in outcomes and outcomes[p.uid].restored_from
+        }
 
 
-def _index(pod: Obj) -> int:
-    value = (pod["metadata"].get("annotations") or {}).get(keys.JOB_COMPLETION_INDEX_ANNOTATION)
-    return int(value) if value is not None and value.isascii() and value.isdigit() else -1
+VCJOB_FINISHED = ("Completed", "Failed", "Terminated", "Aborted")
 
 
-async def soak(seed: int, rounds: int, workdir: Path, *, members: int = 2) -> Report:
-    """Play ``rounds`` rounds of ``seed``'s plan; the report lists any violation."""
+def _vcjob_phase(job: Obj) -> str:
+    return str(((job.get("status") or {}).get("state") or {}).get("phase") or "")
+
+
+def _identity(pod: Obj) -> str:
+    meta = pod["metadata"]
+    return shapes.identity(meta.get("labels") or {}, meta.get("annotations") or {})
+
+
+async def soak(
+    seed: int, rounds: int, workdir: Path, *, shape: shapes.Shape = shapes.INDEXED
+) -> Report:
+    """Play ``rounds`` rounds of ``seed``'s plan for ``shape``; the report lists any violation."""
     started = time.monotonic()
-    report = Report(seed=seed, rounds=plan.plan(seed, rounds, members=members))
+    report = Report(seed=seed, rounds=plan.plan(seed, rounds, shape=shape), shape=shape.name)
     rng = random.Random(seed)
     async with (
-        stack.running(workdir, members=members, rng=rng) as s,
+        stack.running(
+            workdir, members=shape.members, rng=rng, queue_system=shape.queue_system
+        ) as s,
         history.History(s.api) as record,
     ):
-        runner = Runner(s, record, report, members=members)
+        runner = Runner(s, record, report, shape=shape)
         if await runner.start():
             for r in report.rounds:
                 await runner.round(r)

@@ -1,5 +1,6 @@
-"""The soak's system: the emulated cluster with Kueue, the real webhook and two bridge replicas,
-each of which can be killed and replaced, and the webhook taken offline and back.
+"""The soak's system: the emulated cluster with Kueue (or, for the Volcano Job shape, Volcano and
+no Kueue), the real webhook and two bridge replicas, each of which can be killed and replaced,
+and the webhook taken offline and back.
 
 Built as tests/integration/bridge/test_end_to_end.py ``system`` builds it (the repository's CRDs
 and webhook manifests, each component under its own service account), with the parts the faults
@@ -27,10 +28,12 @@ import aiohttp
 from emulator import cluster, gpus, nodes
 from emulator.demo import install
 from emulator.kueue import controller as kueue_controller
+from emulator.volcano import objects as volcano_objects
 from kontinue import keys
 from kontinue.kube import api, cacheset, resources
 from tests import fixtures
 from tests.integration.bridge.conftest import FAST, SYSTEM, config
+from tests.integration.cluster import workloads
 from tests.integration.cluster.test_kueue import Env
 
 Obj = dict[str, Any]
@@ -52,8 +55,9 @@ class Replica:
 
 
 class Stack:
-    def __init__(self, c: cluster.Cluster, *, rng: random.Random) -> None:
+    def __init__(self, c: cluster.Cluster, *, rng: random.Random, queue_system: str) -> None:
         self.cluster = c
+        self.queue_system = queue_system
         self.api = c.api
         self.admin = c.client()
         self.rng = rng
@@ -70,9 +74,12 @@ class Stack:
     async def start_replica(self) -> Replica:
         self.started_replicas += 1
         identity = f"bridge-{self.started_replicas}"
+        overrides: dict[str, Any] = {}
+        if self.queue_system == "volcano":
+            overrides = {"queue_systems": ("volcano",), "admission_check": False}
         started = await install.start_bridge(
             self.api,
-            config(identity),
+            config(identity, **overrides),
             stop=asyncio.Event(),
             cache_options=cacheset.CacheOptions(backoff=FAST, rng=random.Random(self.rng.random())),
             name=f"soak {identity}",
@@ -103,7 +110,7 @@ class Stack:
         self.hook_stop = asyncio.Event()
         hook = await install.start_webhook(
             self.api,
-            install.webhook_config(("kueue",)),
+            install.webhook_config((self.queue_system,)),
             stop=self.hook_stop,
             cache_options=cacheset.CacheOptions(backoff=FAST),
             register=False,  # only once it is ready, as an endpoint is added for a ready pod
@@ -171,22 +178,53 @@ def policy(name: str = "soak") -> Obj:
     }
 
 
+def volcano_queue(name: str, *, gpus: int, deserved: int, opted_in: bool) -> Obj:
+    labels = {keys.ENABLED_LABEL: "true", keys.POLICY_LABEL: "soak"} if opted_in else {}
+    return volcano_objects.queue(
+        name,
+        capability={keys.GPU_RESOURCE: str(gpus)},
+        deserved={keys.GPU_RESOURCE: str(deserved)},
+        labels=labels,
+    )
+
+
 @contextlib.asynccontextmanager
-async def running(workdir: Path, *, members: int, rng: random.Random) -> AsyncIterator[Stack]:
-    """The whole system, ``members`` one-GPU nodes, a ClusterQueue of ``members`` GPUs opted in."""
+async def running(
+    workdir: Path, *, members: int, rng: random.Random, queue_system: str = "kueue"
+) -> AsyncIterator[Stack]:
+    """The whole system, ``members`` one-GPU nodes; with ``kueue`` a ClusterQueue of ``members``
+    GPUs opted in; with ``volcano`` (no Kueue CRDs) the opted-in Queue ``research`` (deserved
+    nothing) and the Queue ``prod`` (deserved every GPU: Volcano reclaims for it)."""
     one_gpu = gpus.GpuProfile(count=1)
     specs = [nodes.NodeSpec(f"gpu-{i}", gpu=one_gpu) for i in range(members)]
-    async with cluster.Cluster(nodes=specs, workdir=workdir) as c:
-        kueue_controller.install_crds(c.api, fixtures.UPSTREAM / "kueue" / "crds")
-        kueue_controller.install_crds(c.api, fixtures.FIXTURES / "kueue-emulation")
+    volcano = queue_system == "volcano"
+    async with cluster.Cluster(
+        nodes=specs, workdir=workdir, queue_system="volcano" if volcano else None
+    ) as c:
+        if not volcano:
+            kueue_controller.install_crds(c.api, fixtures.UPSTREAM / "kueue" / "crds")
+            kueue_controller.install_crds(c.api, fixtures.FIXTURES / "kueue-emulation")
         await install.install(c.api)
         admin = c.client()
         await admin.create(resources.NAMESPACES, {"metadata": {"name": OTHER_NS}})
-        stack = Stack(c, rng=rng)
+        stack = Stack(c, rng=rng, queue_system=queue_system)
         try:
             await stack.start_webhook()
             for _ in range(2):
                 await stack.start_replica()
+            if volcano:
+                for name, value in (("low", 100), ("high", 1000)):
+                    await admin.create(
+                        resources.PRIORITY_CLASSES, workloads.priority_class(name, value)
+                    )
+                await admin.create(resources.CHECKPOINT_POLICIES, copy.deepcopy(policy()))
+                for queue in (
+                    volcano_queue("research", gpus=members, deserved=0, opted_in=True),
+                    volcano_queue("prod", gpus=members, deserved=members, opted_in=False),
+                ):
+                    await admin.create(resources.VOLCANO_QUEUES, queue)
+                yield stack
+                return
             async with kueue_controller.Kueue(c.api):
                 await Env(c.api).setup_queues(gpus=members)
                 await admin.create(resources.CHECKPOINT_POLICIES, copy.deepcopy(policy()))

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from emulator.apiserver import store
 from kontinue import keys
-from tests.soak import history, invariants, plan
+from tests.soak import history, invariants, plan, shapes
 
 Obj = dict[str, Any]
 JOB_UID = "job-uid"
@@ -26,8 +28,17 @@ class Builder:
         self.record.take(store.Event(self.rv, kind, key, obj, None), at=self.clock)
         self.clock += 1.0  # a second between writes, unless a test says otherwise
 
-    def pod(self, uid: str, index: int, *, plumbed: bool = True, ns: str = "default") -> None:
-        annotations = {keys.JOB_COMPLETION_INDEX_ANNOTATION: str(index)}
+    def pod(
+        self,
+        uid: str,
+        index: int,
+        *,
+        plumbed: bool = True,
+        ns: str = "default",
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        """``index`` -1: no completion index (a vcjob's pod)."""
+        annotations = {keys.JOB_COMPLETION_INDEX_ANNOTATION: str(index)} if index >= 0 else {}
         if plumbed:
             annotations[keys.LINEAGE_ANNOTATION] = "x"
         self._put(
@@ -37,7 +48,7 @@ class Builder:
                     "name": f"par-{uid}",
                     "namespace": ns,
                     "uid": uid,
-                    "labels": {keys.JOB_NAME_LABEL: "par"},
+                    "labels": {keys.JOB_NAME_LABEL: "par", **(labels or {})},
                     "annotations": annotations,
                     "ownerReferences": [{"uid": JOB_UID, "controller": True}],
                 }
@@ -209,16 +220,75 @@ def test_a_finalizer_held_past_its_deadline_is_caught() -> None:
     assert [v.invariant for v in found] == ["finalizer-within-deadline"]
 
 
-def test_the_plan_is_the_seeds() -> None:
-    assert plan.plan(82, 6, members=2) == plan.plan(82, 6, members=2)
-    assert plan.plan(82, 6, members=2) != plan.plan(83, 6, members=2)
-    rounds = plan.plan(7, 400, members=4)
-    assert {r.source for r in rounds} == set(plan.SOURCES)
+@pytest.mark.parametrize("shape", list(shapes.SHAPES.values()), ids=list(shapes.SHAPES))
+def test_the_plan_is_the_seeds(shape: shapes.Shape) -> None:
+    assert plan.plan(82, 6, shape=shape) == plan.plan(82, 6, shape=shape)
+    assert plan.plan(82, 6, shape=shape) != plan.plan(83, 6, shape=shape)
+    rounds = plan.plan(7, 400, shape=shape)
+    assert {r.source for r in rounds} == set(shape.sources)
+    assert {r.victim for r in rounds} == set(range(shape.members))
     assert {f.kind for r in rounds for f in r.faults} == set(plan.FAULT_KINDS)
     for r in rounds:
+        assert r.whole == (r.source == shape.whole)
         for f in r.faults:
-            if f.kind == "torn" and r.source != "kueue":
-                assert f.member == r.victim  # only the evicted pod can tear its save
+            if f.kind in ("torn", "volume-full"):
+                assert 0 <= f.member < shape.indexes
+                if not r.whole:  # only the evicted pod can tear its save
+                    assert f.member == shape.index_of(r.victim)
+
+
+def test_a_restore_of_another_identitys_state_is_caught() -> None:
+    """Issue 19: no pod restores state saved by another identity, judged from the saving pod's
+    own labels, from the set's record, and from the workload's refusal (WRONG-MEMBER)."""
+    b = timeline()
+    swapped = {**BASE, "n0": restored("w1", 11), "n1": restored("w0", 10)}
+    found = invariants.check_restores(b.record, swapped, owner_uid=JOB_UID)
+    own = [v for v in found if v.invariant == invariants.OWN_IDENTITY]
+    assert len(own) == 4, found  # each pod: the saving pod's identity and the set's member
+    assert "restored the state of pod par-w1 (index=1)" in own[0].detail
+    refused = {
+        **BASE,
+        "n0": invariants.outcome("WRONG-MEMBER mine=index=0 saved-by=index=1\n"),
+        "n1": restored("w1", 11),
+    }
+    found = invariants.check_restores(b.record, refused, owner_uid=JOB_UID)
+    assert invariants.OWN_IDENTITY in {v.invariant for v in found}
+    assert invariants.OWN_IDENTITY in invariants.INVARIANTS
+
+
+def test_a_2x2_shapes_identities_come_from_what_its_controllers_stamp() -> None:
+    """A JobSet's and a vcjob's pods: 4 distinct identities, named as docs/api.md names them;
+    a JobSet pod's lineage owner is the JobSet (its uid label), not its child Job."""
+    b = Builder()
+    for rj in shapes.REPLICATED:
+        for i in (0, 1):
+            marks = {
+                keys.JOBSET_NAME_LABEL: shapes.NAME,
+                keys.JOBSET_UID_LABEL: shapes.JOBSET_UID,
+                keys.JOBSET_REPLICATED_JOB_LABEL: rj,
+                keys.JOBSET_JOB_INDEX_LABEL: "0",
+            }
+            b.pod(f"{rj}{i}", i, labels=marks)
+    for task in shapes.TASKS:
+        for i in (0, 1):
+            marks = {
+                keys.VOLCANO_JOB_NAME_LABEL: "vc",
+                keys.VOLCANO_TASK_SPEC_KEY: task,
+                keys.VOLCANO_TASK_INDEX_KEY: str(i),
+            }
+            b.pod(f"{task}{i}", -1, labels=marks)
+    pods = b.record.pods
+    assert [pods[f"{rj}{i}"].identity for rj in shapes.REPLICATED for i in (0, 1)] == list(
+        shapes.JOBSET.identities
+    )
+    assert {pods[f"{rj}{i}"].owner_uid for rj in shapes.REPLICATED for i in (0, 1)} == {
+        shapes.JOBSET_UID
+    }
+    assert {pods[f"{rj}{i}"].workload for rj in shapes.REPLICATED for i in (0, 1)} == {"par"}
+    assert [pods[f"{t}{i}"].identity for t in shapes.TASKS for i in (0, 1)] == list(
+        shapes.VCJOB.identities
+    )
+    assert {pods[f"{t}{i}"].owner_uid for t in shapes.TASKS for i in (0, 1)} == {JOB_UID}
 
 
 def test_a_plan_from_an_older_view_is_a_late_plan_violation() -> None:
@@ -313,3 +383,25 @@ def test_an_unreported_member_of_a_set_with_others_is_not_restored() -> None:
     outcomes = {"a0": saved(5), "a1": saved(5), "n0": restored("a0", 5)}
     found = invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID)
     assert "restores-only-whole-sets" in {v.invariant for v in found}
+
+
+def test_a_member_that_joined_the_set_later_is_one_of_its_members() -> None:
+    """A later victim of the same eviction joins the open set by a patch of ``spec.members``
+    (queue_bridge/acting.py): the record holds it, so restoring it is no foreign restore, and
+    the rule gives it to the next pod of its identity."""
+    b = Builder()
+    b.pod("w0", 0)
+    b.pod("w1", 1)
+    b.set_("w", {"index=0": "w0"}, minute=1)
+    b._put(
+        history.CHECKPOINTS,
+        b._cp("w", {"index=0": "w0", "index=1": "w1"}, 1, "default", "default"),
+        "MODIFIED",
+    )
+    b.verdict("w", "Succeeded", {"index=0": "Saved", "index=1": "Saved"})
+    assert b.record.sets[("default", "w")].members == {"index=0": "w0", "index=1": "w1"}
+    b.clock += 10
+    b.pod("n0", 0)
+    b.pod("n1", 1)
+    outcomes = {"w0": saved(3), "w1": saved(4), "n0": restored("w0", 3), "n1": restored("w1", 4)}
+    assert invariants.check_restores(b.record, outcomes, owner_uid=JOB_UID) == []
