@@ -181,10 +181,19 @@ save the grace period cuts short (SIGKILL, exit 137: the ``torn`` fault) would e
 the user's own rule, which the webhook keeps (docs/webhook.md)."""
 
 
+PREEMPTOR_SECONDS = 12
+"""How long the Volcano preemptor's pods hold their GPUs. The emulated Volcano, like upstream's
+allocate without gang victim protection (emulator/volcano/victims.py), places the preemptor's pods
+one by one: had its first pods finished within the seconds a torn victim holds its GPU (the
+grace period), the last one would take their GPUs and the soak's workload would not be evicted
+whole (seen: one vcjob pod never evicted)."""
+
+
 def vcjob(
     name: str, *, queue: str, priority: str, control: Path, grace: int, tasks: tuple[str, ...]
 ) -> Obj:
-    """A vcjob of ``tasks`` x 2 one-GPU pods of the member trainer (``high``: a short one).
+    """A vcjob of ``tasks`` x 2 one-GPU pods of the member trainer (``high``: pods that sleep
+    :data:`PREEMPTOR_SECONDS` and complete).
     No CPU or memory requests: Volcano's capacity plugin reclaims only for a queue that stays
     within its ``deserved`` in every resource it asks for (emulator/volcano/victims.py)."""
     container = copy.deepcopy(
@@ -194,6 +203,8 @@ def vcjob(
     )
     for c in container["containers"]:  # GPUs only, as the Queues' capability and deserved name
         c["resources"] = {"limits": {keys.GPU_RESOURCE: "1"}}
+        if priority == "high":
+            c["command"] = ["python", "-c", f"import time; time.sleep({PREEMPTOR_SECONDS})"]
     template = {"metadata": {"labels": {"app": name}}, "spec": container}
     return volcano_objects.job(
         name,

@@ -148,6 +148,7 @@ async def system(
     replicas: int = 1,
     gpus_quota: int = 1,
     attempts: int | None = None,
+    consistency: str | None = None,
     node_count: int = 2,
     bridge_tel: telemetry.Telemetry | None = None,
     webhook_tel: telemetry.Telemetry | None = None,
@@ -194,6 +195,8 @@ async def system(
                             policy["spec"]["restore"] = {"waitForSavingSeconds": wait_seconds}
                             if attempts is not None:
                                 policy["spec"]["restore"]["attemptsBeforeFallback"] = attempts
+                            if consistency is not None:
+                                policy["spec"]["restore"]["consistency"] = consistency
                             await admin.create(resources.CHECKPOINT_POLICIES, policy)
                             return True
                         return False

@@ -5,8 +5,8 @@ The real webhook and bridge against the emulated apiserver, job controller, sche
 member_trainer.py) records its identity and step in every save and refuses a directory saved by
 another identity, so a wrong-identity restore ends its pod with exit 7.
 
-Proved on the emulator, not on the real control-plane tier (tests/realcp has no webhook/bridge
-wiring yet).
+Proved on the emulator; tests/realcp/test_member_sets.py and test_kueue_flow.py run parts of it
+on a real kube-apiserver, job controller and scheduler.
 """
 
 from __future__ import annotations
@@ -362,3 +362,67 @@ async def test_jobset_members_do_not_collide_each_pod_restores_its_own(tmp_path:
         saved = {m: int(step) for p in first for m, step in SAVED.findall(s.log(p))}
         second = [p for name in names for p in await _running_all(s, name, 2, exclude=seen)]
         assert _restores(s, second) == {who: (saved[who], by_identity[who]) for who in everyone}
+
+
+@pytest.mark.timeout(300)  # three incarnations of two pods: slower under load
+@pytest.mark.parametrize("consistency", ["independent", "shared"])
+async def test_a_failed_set_is_used_as_the_consistency_choice_says(
+    tmp_path: Path, consistency: str
+) -> None:
+    """docs/api.md, "Consistency", end to end for the two choices besides ``coupled`` (the
+    default, which test_preempt_one_then_evict_all_with_a_torn_member runs): a 2-pod Indexed Job
+    evicted whole (set W, both saved), then evicted whole again with index 1 SIGKILLed mid-save
+    (set T ``Failed``, index 0 saved). Under ``independent`` index 0 resumes from T's member and
+    index 1 from W's (each its own newest saved member); under ``shared`` both resume from T's
+    index-0 member (rank 0's newest saved state: the only way one identity's state reaches
+    another, named in ``KONTINUE_RESTORE_MEMBER``)."""
+    control = tmp_path / "control"
+    control.mkdir()
+    everyone = ["index=0", "index=1"]
+    async with system(
+        tmp_path, opted_in=True, wait_seconds=3, gpus_quota=2, node_count=2, consistency=consistency
+    ) as s:
+        await s.admin.create(resources.JOBS, _job("par", priority="low", pods=2, control=control))
+        first = await _running_all(s, "par", 2, exclude=set())
+        await _preempt(s, "high-1", control)
+        seen = {p["metadata"]["uid"] for p in first}
+        second = await _running_all(s, "par", 2, exclude=seen)
+        (whole,) = await s.checkpoints()
+        assert whole.status.phase is checkpoint.Phase.SUCCEEDED, whole.status
+        in_whole = {m.identity: m.pod_uid for m in whole.spec.members}
+        saved_first = {m: int(step) for p in first for m, step in SAVED.findall(s.log(p))}
+        if consistency == "shared":  # rank 0's member for both
+            assert _restores(s, second) == dict.fromkeys(
+                everyone, (saved_first["index=0"], in_whole["index=0"])
+            )
+        else:
+            assert _restores(s, second) == {
+                who: (saved_first[who], in_whole[who]) for who in everyone
+            }
+
+        (control / "torn-1").write_text("")
+        await _preempt(s, "high-2", control)
+        seen |= {p["metadata"]["uid"] for p in second}
+        third = await _running_all(s, "par", 2, exclude=seen)
+        (torn,) = [cp for cp in await s.checkpoints() if cp.name != whole.name]
+
+        async def recorded() -> bool:
+            (cp,) = [cp for cp in await s.checkpoints() if cp.name == torn.name]
+            return cp.status.phase.terminal
+
+        await eventually(recorded, within=60, what="the torn set recorded")
+        (torn,) = [cp for cp in await s.checkpoints() if cp.name == torn.name]
+        assert torn.status.phase is checkpoint.Phase.FAILED, torn.status
+        in_torn = {m.identity: m.pod_uid for m in torn.spec.members}
+        saved_second = {m: int(step) for p in second for m, step in SAVED.findall(s.log(p))}
+        assert "index=1" not in saved_second  # SIGKILLed mid-save
+        t0 = (saved_second["index=0"], in_torn["index=0"])
+        if consistency == "shared":
+            assert _restores(s, third) == dict.fromkeys(everyone, t0)
+        else:
+            assert _restores(s, third) == {
+                "index=0": t0,
+                "index=1": (saved_first["index=1"], in_whole["index=1"]),
+            }
+        for pod in [*first, *second, *third]:
+            assert "WRONG-MEMBER" not in s.log(pod)

@@ -5,13 +5,15 @@ It counts steps; on SIGTERM it saves ``state.json`` (its identity and step) and 
 ``MANIFEST.json`` naming ``"member"`` (kontinue/checkpoint_format.py ``write_manifest``), writes
 the ``{"kontinue": "saved"}`` termination message and exits 143. On start it follows
 ``KONTINUE_RESTORE_FROM`` when the restore init-container linked it, refuses (exit 7) a directory
-saved by another identity, and prints one ``RESTORED member=<m> step=<n> dir=<saver pod uid>``
-line. If ``<MEMBER_CONTROL_DIR>/torn-<index>`` exists at SIGTERM it ignores the signal (a save
-the grace period cuts short: SIGKILL, no manifest). If ``<MEMBER_CONTROL_DIR>/full-<index>``
-exists at SIGTERM its save fails as on a full checkpoint volume: the data file is cut short, no
-manifest, the termination message ``{"kontinue": "failed", ...}`` and exit 143, as
-docs/workload-contract.md says of a save that raises. Once ``<MEMBER_CONTROL_DIR>/finish`` exists it
-prints ``FINISHED member=<m> step=<n>`` and exits 0 (the work is done: the Job completes).
+saved by another identity than the one ``KONTINUE_RESTORE_MEMBER`` names (its own, or rank 0's
+under the ``shared`` consistency; its own when unset), and prints one ``RESTORED member=<m>
+step=<n> dir=<saver pod uid>`` line. If ``<MEMBER_CONTROL_DIR>/torn-<index>`` exists at SIGTERM
+it ignores the signal (a save the grace period cuts short: SIGKILL, no manifest). If
+``<MEMBER_CONTROL_DIR>/full-<index>`` exists at SIGTERM its save fails as on a full checkpoint
+volume: the data file is cut short, no manifest, the termination message ``{"kontinue":
+"failed", ...}`` and exit 143, as docs/workload-contract.md says of a save that raises. Once
+``<MEMBER_CONTROL_DIR>/finish`` exists it prints ``FINISHED member=<m> step=<n>`` and exits 0
+(the work is done: the Job completes).
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ def main() -> int:
         source = Path(os.path.realpath(link))
         manifest = json.loads((source / checkpoint_format.MANIFEST_NAME).read_text())
         state = json.loads((source / "state.json").read_text())
-        if manifest.get(keys.MANIFEST_MEMBER_KEY) != member or state["member"] != member:
+        # whose member it restores: its own, or rank 0's under ``shared`` (the webhook names it)
+        whose = os.environ.get(keys.ENV_RESTORE_MEMBER) or member
+        if manifest.get(keys.MANIFEST_MEMBER_KEY) != whose or state["member"] != whose:
             print(f"WRONG-MEMBER mine={member} saved-by={manifest.get('member')}", flush=True)
             return WRONG_MEMBER_EXIT
         step = int(state["step"])
