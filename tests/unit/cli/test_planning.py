@@ -212,6 +212,20 @@ def test_move_refuses_a_failed_newest_set_and_a_queue_not_opted_in() -> None:
         planning.plan_move(out, owner="job/s1", namespace=NS, to_node=None, away_from=None)
 
 
+def test_move_refuses_a_job_saving_right_now_and_one_without_a_running_pod() -> None:
+    saving = _failed_set("s1")
+    saving.status.phase = checkpoint.Phase.IN_PROGRESS
+    saving.status.message = None
+    busy = _world([_pod("s1", "a", 1)], NODES, checkpoints=[saving])
+    with pytest.raises(
+        planning.Refusal, match=r"^job/s1 is saving right now \(Checkpoint s1-1 InProgress\)$"
+    ):
+        planning.plan_move(busy, owner="job/s1", namespace=NS, to_node=None, away_from=None)
+    unscheduled = _world([_pod("s1", None, 1)], NODES)
+    with pytest.raises(planning.Refusal, match=r"job/s1 has pods not scheduled yet \(s1-pod\)"):
+        planning.plan_move(unscheduled, owner="job/s1", namespace=NS, to_node=None, away_from=None)
+
+
 def test_drain_moves_opted_in_pods_evicts_the_rest_and_refuses_bare_pods() -> None:
     daemon = _pod("ds", "a", 0, plumbed=False)
     assert daemon.metadata.owner_references is not None
