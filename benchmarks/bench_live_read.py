@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import socket
 import statistics
 import time
@@ -123,6 +124,20 @@ async def _latencies(url: str, body: bytes, count: int) -> list[float]:
     return found
 
 
+def _sample(metrics: str, name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples for Checkpoints with ``labels`` in a /metrics text."""
+    wanted = {"group": "kontinue.dev", "resource": "checkpoints", **labels}
+    total = 0.0
+    for line in metrics.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        head, _, value = line.rpartition(" ")
+        have = dict(re.findall(r'(\w+)="([^"]*)"', head))
+        if all(have.get(k) == v for k, v in wanted.items()):
+            total += float(value)
+    return total
+
+
 def _summary(values: list[float]) -> str:
     ordered = sorted(values)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -173,14 +188,23 @@ async def run(args: argparse.Namespace) -> None:
                     resource_version="0",
                 )
                 cached_lists.append((time.perf_counter() - started) * 1000)
+            # the apiserver's own account of where its consistent LISTs were served
+            metrics = plane.metrics()
+            from_cache = _sample(metrics, "apiserver_watch_cache_consistent_read_total")
+            from_etcd = _sample(metrics, "etcd_requests_total", operation="list")
         finally:
             await api_client.close()
     finally:
         plane.stop()
+    version = controlplane.etcd_version(plane.assets / "etcd")
     load = os.getloadavg()
     print(
         f"/mutate latency, one request at a time, {args.rounds} rounds x {args.count} each; "
         f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} (nproc {os.cpu_count()})"
+    )
+    print(
+        f"  etcd {'.'.join(map(str, version))}: consistent LISTs of Checkpoints served "
+        f"{from_cache:.0f} from the watch cache, {from_etcd:.0f} from etcd"
     )
     for (name, scenario), values in results.items():
         print(f"  {name:10}  {scenario:13}  {_summary(values)}")

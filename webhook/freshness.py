@@ -9,9 +9,23 @@ will plumb with a lineage, and only then, the lineage's Checkpoints are read liv
 namespace-scoped LIST selected by the label ``kontinue.dev/owner-uid`` the bridge puts on every
 set it creates (queue_bridge/reconciling.py ``new_checkpoint``), bounded by
 ``KONTINUE_WEBHOOK_LIVE_READ_SECONDS``. A LIST without a resourceVersion is a consistent read
-(kubernetes/kubernetes ``staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go``
-``GetList``: served from etcd, or from the watch cache once it has caught up with etcd's current
-revision), so it holds every set created before the pod's CREATE reached the webhook.
+(kubernetes/kubernetes ``staging/src/k8s.io/apiserver/pkg/storage/cacher/delegator.go``
+``GetList``), so it holds every set created before the pod's CREATE reached the webhook, on
+either of the apiserver's two paths:
+
+- with etcd 3.5.13+ or 3.4.31+ (what real clusters run; kubeadm refuses an external etcd older
+  than 3.5.24), from the apiserver's watch cache: it first reads etcd's current revision R (a
+  quorum read, so R is at least the revision of every set whose create had returned), asks etcd
+  for a progress notification and waits until the cache has seen every event up to R; the list
+  is then as of R or later. A cache that does not get there within 3 s makes the apiserver read
+  etcd instead (``fallback="true"``), so the guarantee never depends on the cache. Cost: about
+  what a ``resourceVersion=0`` list costs, plus one small etcd read, whatever the namespace holds;
+- with an older etcd (``feature_support_checker.go``), from etcd, every Checkpoint of the
+  namespace fetched and decoded before the label selector filters: ~0.3 ms of apiserver time per
+  Checkpoint in the namespace on a 2-core machine (docs/benchmarks.md). Asking for
+  ``resourceVersion=<R>&resourceVersionMatch=NotOlderThan`` instead is no way around it there:
+  without progress notifications the cache may wait for R until the 3 s limit and answer 504
+  ("Too large resource version"), measured on etcd 3.4.23.
 
 The read result is merged with the cache (:func:`merged`: per object the newer resourceVersion)
 into a :class:`Fresh` view, and :func:`kontinue.restore_plan.plan` stays pure: it plans from

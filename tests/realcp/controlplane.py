@@ -426,6 +426,10 @@ def start(assets: Path, *, workdir: Path | None = None, timeout: float = 90.0) -
                 f"--initial-advertise-peer-urls={peer_url}",
                 f"--initial-cluster=default={peer_url}",
                 "--snapshot-count=100000",
+                # As kubeadm starts it (cmd/kubeadm/app/phases/etcd/local.go getEtcdCommand):
+                # a progress notification on every watch each 5 s, so the apiserver's watch
+                # caches of quiet resources keep up with etcd's revision (etcd's default: 10 min).
+                progress_notify_flag(etcd_version(assets / "etcd")) + "=5s",
             ],
         )
         plane._wait(etcd, lambda: _http_ok(f"{etcd_url}/health"), "/health", 30)
@@ -462,6 +466,36 @@ def start(assets: Path, *, workdir: Path | None = None, timeout: float = 90.0) -
         plane.stop()
         raise
     return plane
+
+
+def etcd_version(binary: Path) -> tuple[int, int, int]:
+    """``etcd --version``'s version, ``(0, 0, 0)`` when it does not say."""
+    out = subprocess.run(
+        [str(binary), "--version"], capture_output=True, text=True, check=False, timeout=30
+    ).stdout
+    for line in out.splitlines():
+        if line.startswith("etcd Version:"):
+            parts = line.split(":", 1)[1].strip().split("-", 1)[0].split(".")
+            if len(parts) == 3 and all(p.isdigit() for p in parts):
+                return int(parts[0]), int(parts[1]), int(parts[2])
+    return 0, 0, 0
+
+
+def serves_consistent_lists(version: tuple[int, int, int]) -> bool:
+    """Whether kube-apiserver serves a consistent LIST from its watch cache with this etcd:
+    3.4.31+ or 3.5.13+ answer watch progress requests correctly (kubernetes/kubernetes
+    ``staging/src/k8s.io/apiserver/pkg/storage/feature/feature_support_checker.go``); with an
+    older one every consistent LIST is read from etcd (``cacher/delegator.go``
+    ``shouldDelegateList``)."""
+    return version >= (3, 5, 13) or (3, 4, 31) <= version < (3, 5, 0)
+
+
+def progress_notify_flag(version: tuple[int, int, int]) -> str:
+    """etcd 3.6 renamed ``--experimental-watch-progress-notify-interval``; 3.7 dropped the old
+    name."""
+    if version >= (3, 6, 0):
+        return "--watch-progress-notify-interval"
+    return "--experimental-watch-progress-notify-interval"
 
 
 def _http_ok(url: str) -> bool:

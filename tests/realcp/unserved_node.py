@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kontinue import keys
-from kontinue.kube import api, resources
+from kontinue.kube import api, errors, resources
 from kontinue.models import base
 from tests.realcp import objects
 
@@ -68,7 +68,19 @@ def bound_job(namespace: str, queue: str, node_name: str, *, grace: int) -> Obj:
 
 
 async def write_status(admin: api.Api, pod: Obj, states: Mapping[str, Obj], phase: str) -> None:
-    """Write the pod's phase and each named container's state, as the kubelet does."""
+    """Write the pod's phase and each named container's state, as the kubelet does: read,
+    then replace, read again on a conflict (the bridge may patch the pod in between, e.g.
+    releasing its finalizer), as the kubelet's status manager retries its own writes."""
+    for _ in range(9):
+        try:
+            await _write_status(admin, pod, states, phase)
+            return
+        except errors.Conflict:
+            continue
+    await _write_status(admin, pod, states, phase)
+
+
+async def _write_status(admin: api.Api, pod: Obj, states: Mapping[str, Obj], phase: str) -> None:
     current = await admin.get(
         resources.PODS, pod["metadata"]["name"], namespace=pod["metadata"]["namespace"]
     )
