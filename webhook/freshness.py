@@ -15,14 +15,17 @@ either of the apiserver's two paths:
 
 - with etcd 3.5.13+ or 3.4.31+ (what real clusters run; kubeadm refuses an external etcd older
   than 3.5.24), from the apiserver's watch cache: it first reads etcd's current revision R (a
-  quorum read, so R is at least the revision of every set whose create had returned), asks etcd
-  for a progress notification and waits until the cache has seen every event up to R; the list
-  is then as of R or later. A cache that does not get there within 3 s makes the apiserver read
-  etcd instead (``fallback="true"``), so the guarantee never depends on the cache. Cost: about
-  what a ``resourceVersion=0`` list costs, plus one small etcd read, whatever the namespace holds;
+  quorum read, so R is at least the revision of every set whose create had returned), then
+  waits until the cache has seen every event up to R (when R is past the cache's last
+  Checkpoint event, it asks etcd for a progress notification, at most every 100 ms:
+  ``cacher/progress/watch_progress.go``); the list is then as of R or later. A cache that does
+  not get there within 3 s makes the apiserver read etcd instead (``fallback="true"``), so the
+  guarantee never depends on the cache. Cost: the same whatever the namespace holds, about what
+  a ``resourceVersion=0`` list costs plus one small etcd read, and up to 100 ms of waiting
+  when the revision moved elsewhere and another consistent read asked etcd just before;
 - with an older etcd (``feature_support_checker.go``), from etcd, every Checkpoint of the
-  namespace fetched and decoded before the label selector filters: ~0.3 ms of apiserver time per
-  Checkpoint in the namespace on a 2-core machine (docs/benchmarks.md). Asking for
+  namespace fetched and decoded before the label selector filters: 0.3 to 0.6 ms of apiserver
+  time per Checkpoint in the namespace on a 2-core machine (docs/benchmarks.md). Asking for
   ``resourceVersion=<R>&resourceVersionMatch=NotOlderThan`` instead is no way around it there:
   without progress notifications the cache may wait for R until the 3 s limit and answer 504
   ("Too large resource version"), measured on etcd 3.4.23.
