@@ -72,8 +72,8 @@ manifests: ## write dist/kontinue-<overlay>.yaml (kueue, volcano, both) with kub
 bench: $(STAMP) ## run the benchmarks; each prints its numbers
 	@for b in benchmarks/bench_*.py; do [ -e "$$b" ] || continue; echo "== $$b"; $(BIN)/python -m "benchmarks.$$(basename $$b .py)" || exit 1; done
 
-fuzz: $(STAMP) ## the admission fuzz properties over >=100,000 fresh inputs (FUZZ_INPUTS=n, FUZZ_SEED=s)
-	$(BIN)/python -m tests.fuzz --inputs $(or $(FUZZ_INPUTS),100000) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
+fuzz: $(STAMP) ## the fuzz properties: >=100,000 admission reviews, 10,000 restore-program inputs (FUZZ_INPUTS=n, FUZZ_RESTORE_INPUTS=m, FUZZ_SEED=s)
+	$(BIN)/python -m tests.fuzz --inputs $(or $(FUZZ_INPUTS),100000) --restore-inputs $(or $(FUZZ_RESTORE_INPUTS),10000) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
 soak: $(STAMP) ## the seeded fault soak on the emulated cluster (SEED=n RUNS=k ROUNDS=r SHAPE=all|indexed|jobset|vcjob; a failure prints its seed and plan)
 	$(BIN)/python -m tests.soak $(if $(SEED),--seed $(SEED)) --runs $(or $(RUNS),1) --rounds $(or $(ROUNDS),25) --shape $(or $(SHAPE),all) $(if $(TRACE),--trace)

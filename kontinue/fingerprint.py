@@ -10,8 +10,9 @@ Limits:
   is a local image ID (the kubelet reports it for images without a repository digest, see the
   kubelet recordings), which is not comparable with a pinned ``image: repo@sha256:…``: it is
   ignored.
-- The digest is the workload container's: the one named, else the first of ``spec.containers``
-  (sidecars and injected containers come later by convention).
+- The digest is the workload container's: the one named, else the first workload container
+  (kontinue/workload.py: the ``kontinue.dev/workload-containers`` annotation, else the
+  accelerator containers, else the first listed), never an injected proxy listed before it.
 """
 
 from __future__ import annotations

@@ -139,9 +139,12 @@ def config_from(argv: Sequence[str], env: Mapping[str, str]) -> Config:
     wait_for = _path(env, keys.ENV_WAIT_FOR)
     restore_from = _path(env, keys.ENV_RESTORE_FROM)
     if args.link is not None or keys.ENV_RESTORE_SOURCE in env:
-        link = Path(args.link) if args.link is not None else restore_from
+        # --link is absolute like the variables: a relative link would land in the working directory
+        link = _path({"--link": args.link}, "--link") if args.link is not None else restore_from
         if link is None:
             raise ConfigError(f"link mode needs --link or {keys.ENV_RESTORE_FROM}")
+        if not link.name:  # "/": no name to put a link at
+            raise ConfigError(f"the link path {str(link)!a} names no file")
         source = _path(env, keys.ENV_RESTORE_SOURCE)
     else:
         link, source = None, restore_from
@@ -269,8 +272,10 @@ def _linked(config: Config, target: Path, line: str) -> Outcome:
 
 
 def printable(line: str) -> str:
-    """One line of valid UTF-8 under :data:`MAX_MESSAGE_BYTES` (lone surrogates escaped)."""
-    safe = line.replace("\n", " ").encode("utf-8", "backslashreplace")
+    """One line of valid UTF-8 under :data:`MAX_MESSAGE_BYTES` (lone surrogates escaped; every
+    line break ``str.splitlines`` knows, ``\r`` too, made a space: a name from the environment
+    may carry one)."""
+    safe = " ".join(line.splitlines()).encode("utf-8", "backslashreplace")
     if len(safe) > MAX_MESSAGE_BYTES:
         safe = safe[: MAX_MESSAGE_BYTES - 3] + b"..."
     return safe.decode("utf-8", "ignore")

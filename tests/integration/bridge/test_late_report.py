@@ -14,6 +14,7 @@ import datetime
 
 import pytest
 
+from kontinue import keys
 from kontinue.kube import api, resources
 from kontinue.models import base, checkpoint
 from tests.integration.bridge.conftest import NS, Cluster, Obj, checkpoint_body, eventually
@@ -65,6 +66,16 @@ async def test_a_save_reported_after_the_deadline_upgrades_the_set(
     await _failed_for_want_of_a_report(cluster, job, deleting, "lost")
     if superseded:
         await cluster.put_checkpoint(job, "newer", minute=59)
+    # A pod of the lineage already running, restored from the unreported set (offered to it
+    # verified, docs/api.md): the upgrade must not change what it restored from.
+    (running,) = await cluster.pods(job, n=1)
+    running = await cluster.admin.patch(
+        resources.PODS,
+        running["metadata"]["name"],
+        {"metadata": {"annotations": {keys.RESTORE_FROM_ANNOTATION: "lost"}}},
+        content_type=api.MERGE_PATCH,
+        namespace=NS,
+    )
     await cluster.start_bridge()
     # The kubelet is back: the trainer saved 5 s into its 30 s grace period.
     now = datetime.datetime.now(datetime.UTC)
@@ -106,3 +117,7 @@ async def test_a_save_reported_after_the_deadline_upgrades_the_set(
     assert member.state is checkpoint.MemberState.SAVED
     assert member.step == 33
     assert "arrived after the bridge's deadline" in (member.reason or "")
+    await cluster.bridges[0].controller.queue.join()
+    after = await cluster.admin.get(resources.PODS, running["metadata"]["name"], namespace=NS)
+    assert after["metadata"]["annotations"] == running["metadata"]["annotations"]
+    assert after["spec"] == running["spec"]

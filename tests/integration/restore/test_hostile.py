@@ -270,3 +270,25 @@ def test_unknown_option_is_a_configuration_error_not_argparse_exit(area: Path) -
     result = support.run(area, {keys.ENV_RESTORE_FROM: "/x"}, "--no-such-option")
     assert result.code == restore.ExitCode.CONFIG
     support.assert_one_line(result, stream="stderr", contains=["unrecognized arguments"])
+
+
+@pytest.mark.parametrize(
+    ("link", "args", "part"),
+    [
+        ({keys.ENV_RESTORE_FROM: "/"}, [], "names no file"),
+        ({}, ["--link", ""], "needs --link"),
+        ({}, ["--link", "current"], "must be an absolute path"),
+    ],
+    ids=["link-at-root", "empty-link-option", "relative-link-option"],
+)
+def test_a_link_path_that_cannot_be_a_link_is_a_configuration_error(
+    area: Path, link: dict[str, str], args: list[str], part: str
+) -> None:
+    """Found by the restore fuzzer (tests/fuzz/restore.py): with a good source, ``--link ''``
+    and a link at ``/`` ended ``INTERNAL`` (a ValueError making the link), and a relative
+    ``--link`` was made in the working directory."""
+    support.trainer_checkpoint(area / "ckpt")
+    result = support.run(area, {keys.ENV_RESTORE_SOURCE: str(area / "ckpt"), **link}, *args)
+    assert result.code == restore.ExitCode.CONFIG
+    support.assert_one_line(result, stream="stderr", contains=["restore misconfigured:", part])
+    assert not (area / "current").is_symlink()

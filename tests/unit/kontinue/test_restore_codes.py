@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kontinue import checkpoint_format, restore
+from kontinue.restore import program
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -44,3 +45,13 @@ def test_every_code_is_in_the_users_table() -> None:
 )
 def test_every_non_zero_end_is_a_failed_restore(code: int, deleting: bool, failed: bool) -> None:
     assert restore.failed(code, pod_deleting=deleting) is failed
+
+
+@pytest.mark.parametrize("separator", ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x85", "\u2028"])
+def test_the_line_stays_one_line_whatever_a_name_carries(separator: str) -> None:
+    """A Checkpoint name from the environment with a line break in it (found by the restore
+    fuzzer, tests/fuzz/restore.py: a ``\\r`` survived, and the termination message was two
+    lines)."""
+    line = program.printable(f"restore from checkpoint a{separator}b (/x): verified")
+    assert line.splitlines() == [line]
+    assert line == "restore from checkpoint a b (/x): verified"
