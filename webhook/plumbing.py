@@ -351,24 +351,25 @@ def plumb_pod(
         f"{lineage.checkpoint_dir(policy, pod_lineage, f'$({keys.ENV_POD_UID})')}"
     )
 
-    # Refuse early (no patch at all) if our mount would clash with a user's mount: another
-    # volume at our mountPath, or our volume name at another path (the env would then lie).
+    # Refuse early (no patch at all) if one of our mounts would clash with a user's mount:
+    # another volume at our mountPath (the apiserver refuses a duplicate mountPath), or our
+    # volume name at another path (the env would then lie). The restore link's volume counts
+    # even for a cold start: the next incarnation would need it (found by the fuzz suite).
     inits_before: list[Obj] = spec.get("initContainers") or []
     viewers = [inits_before[j] for j in init_order.after_restore(inits_before)]
+    our_mounts = ((keys.CHECKPOINT_VOLUME, storage.mount_path), (RESTORE_VOLUME, RESTORE_DIR))
     for container in [*(spec.get("containers") or []), *viewers]:
         for mount in container.get("volumeMounts") or []:
-            ours_by_path = mount.get("mountPath") == storage.mount_path
-            ours_by_name = mount.get("name") == keys.CHECKPOINT_VOLUME
-            if ours_by_path != ours_by_name:
-                return Plan(
-                    [],
-                    [
-                        f"kontinue: container {container.get('name')} already mounts "
-                        f"{mount.get('name')} at {mount.get('mountPath')}, where Kontinue needs "
-                        f"{keys.CHECKPOINT_VOLUME} at {storage.mount_path}; pod left without "
-                        "checkpoints"
-                    ],
-                )
+            for name, path in our_mounts:
+                if (mount.get("mountPath") == path) != (mount.get("name") == name):
+                    return Plan(
+                        [],
+                        [
+                            f"kontinue: container {container.get('name')} already mounts "
+                            f"{mount.get('name')} at {mount.get('mountPath')}, where Kontinue "
+                            f"needs {name} at {path}; pod left without checkpoints"
+                        ],
+                    )
 
     if restore is not None and restore.node_labels:
         affinity_ops, conflict = _affinity_ops(spec, restore.node_labels)

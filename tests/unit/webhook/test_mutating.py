@@ -191,6 +191,31 @@ def test_mount_path_clash_leaves_the_pod_unplumbed() -> None:
     assert "already mounts scratch at /kontinue/checkpoints" in verdict.warnings[0]
 
 
+@pytest.mark.parametrize("restoring", [False, True], ids=["cold", "restoring"])
+@pytest.mark.parametrize(
+    "mount",
+    [
+        {"name": "scratch", "mountPath": plumbing.RESTORE_DIR},
+        {"name": plumbing.RESTORE_VOLUME, "mountPath": "/elsewhere"},
+    ],
+    ids=["another-volume-at-the-link-dir", "the-link-volume-elsewhere"],
+)
+def test_a_clash_with_the_restore_link_mount_leaves_the_pod_unplumbed(
+    mount: Obj, restoring: bool
+) -> None:
+    """Found by the fuzz suite (make fuzz, seed 2966141008): a user's volume at
+    /var/run/kontinue got our restore-link mount beside it, a duplicate mountPath the
+    apiserver refuses, so the pod could not be created at all."""
+    pod = support.kueue_pod()
+    pod["spec"]["volumes"].append({"name": mount["name"], "emptyDir": {}})
+    pod["spec"]["containers"][0]["volumeMounts"].append(mount)
+    checkpoints = [support.make_checkpoint("cp-1", lineage=support.lineage_of(pod))]
+    verdict = _mutate(pod, _snapshot(checkpoints=checkpoints if restoring else []))
+    assert verdict.patch == ()
+    assert f"already mounts {mount['name']} at {mount['mountPath']}" in verdict.warnings[0]
+    assert support.pod_errors(support.apply_patch(pod, verdict.patch)) == []
+
+
 def test_our_volume_name_mounted_elsewhere_leaves_the_pod_unplumbed() -> None:
     pod = support.kueue_pod()
     pod["spec"]["volumes"].append({"name": keys.CHECKPOINT_VOLUME, "emptyDir": {}})
