@@ -90,6 +90,22 @@ def evicted(conditions: list[Obj], *, reason: str = "Preempted") -> list[Obj]:
     ]
 
 
+def readmitted(conditions: list[Obj], *, cluster_queue: str) -> list[Obj]:
+    """``conditions`` after Kueue reserves quota again for an evicted Workload: QuotaReserved and
+    Admitted True, and Evicted / Preempted kept but reset to False, reason ``QuotaReserved``,
+    message ``Previously: ...`` (kueue ``pkg/workload/workload.go`` ``SetQuotaReservation``)."""
+    reset = [
+        condition(c["type"], "False", "QuotaReserved", "Previously: " + c["message"])
+        for c in conditions
+        if c["type"] in ("Evicted", "Preempted")
+    ]
+    return [
+        condition("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in {cluster_queue}"),
+        condition("Admitted", "True", "Admitted", "The workload is admitted"),
+        *reset,
+    ]
+
+
 async def apply_status(kueue: server.Client, name: str, namespace: str, status: Obj) -> Obj:
     """Kueue's status write: server-side apply on ``workloads/status``, forced."""
     return await kueue.patch(
