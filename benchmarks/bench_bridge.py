@@ -49,6 +49,7 @@ import os
 import pathlib
 import platform
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -428,15 +429,27 @@ async def one_size(pods: int, args: argparse.Namespace) -> Obj:
         result["fill_s"] = time.perf_counter() - t
         with tempfile.TemporaryDirectory(prefix="bench-bridge-") as tmp:
             bridge = BridgeProcess(emulated, pathlib.Path(tmp), args.profile)
+            early = args.sample and args.profile_from == "start"
             try:
+                # the start-up: sampled from the first instruction to the drain
+                started = _sampler(bridge.process.pid, args.sample) if early else None
                 ready, idle = await bridge.wait_idle(within=args.sync_timeout)
+                if started is not None:
+                    started.send_signal(signal.SIGINT)
+                    await asyncio.to_thread(started.wait, 60)
                 pid = bridge.process.pid
                 result.update(ready_s=ready, idle_s=idle, startup_cpu_s=cpu_seconds(pid))
                 if args.profile is not None and args.profile_from == "evictions":
                     bridge.process.send_signal(signal.SIGUSR1)  # benchmarks/profiled.py
                 result.update(proc_status(pid))
                 if workloads and args.evictions + args.burst:
-                    result.update(await reaction(filled, pid, args))
+                    sampler = _sampler(pid, args.sample) if args.sample and not early else None
+                    try:
+                        result.update(await reaction(filled, pid, args))
+                    finally:
+                        if sampler is not None:
+                            sampler.send_signal(signal.SIGINT)
+                            await asyncio.to_thread(sampler.wait, 60)
                     result["after"] = proc_status(pid)
                 result["queue_full"] = bridge.log.read_text(errors="replace").count(
                     "work queue full"
@@ -444,6 +457,20 @@ async def one_size(pods: int, args: argparse.Namespace) -> Obj:
             finally:
                 await bridge.stop()
     return result
+
+
+def _sampler(pid: int, out: pathlib.Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling the bridge (``--sample``): unlike cProfile it does not slow Python code
+    more than C code, so its shares are the process's own. py-spy is not a dependency of the
+    project: ``pip install --target DIR py-spy`` and put ``DIR/bin`` on ``PATH``."""
+    exe = shutil.which("py-spy")
+    if exe is None:
+        raise RuntimeError("--sample needs py-spy on PATH")
+    return subprocess.Popen(
+        [exe, "record", "-p", str(pid), "-r", "250", "-f", "raw", "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 async def reaction(filled: Filled, pid: int, args: argparse.Namespace) -> Obj:
@@ -808,10 +835,16 @@ def main() -> None:
         "the figures are then the profiled bridge's",
     )
     parser.add_argument(
+        "--sample",
+        type=pathlib.Path,
+        help="sample the bridge with py-spy (on PATH), collapsed stacks here: during the "
+        "evictions, or with --profile-from start during the start-up",
+    )
+    parser.add_argument(
         "--profile-from",
         choices=["start", "evictions"],
         default="start",
-        help="with --profile: profile from the process start, or only once the start-up sweep "
+        help="with --profile or --sample: from the process start, or only once the start-up sweep "
         "has drained (the evictions)",
     )
     asyncio.run(run(parser.parse_args()))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import datetime
 import json
 import re
@@ -29,6 +30,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
+import pydantic_core
 from kubernetes_asyncio import client
 
 from kontinue.kube import errors, interface
@@ -58,11 +60,27 @@ def _encode(body: Any) -> bytes:
     return json.dumps(body, default=_jsonable).encode()
 
 
+def parse_json(data: bytes) -> Any:
+    """``json.loads(data)``, by pydantic-core's parser where it can: a list page of pods
+    parses ~30% faster (docs/benchmarks.md, issue 14). What that parser refuses goes to
+    ``json.loads`` (a lone surrogate escape, which no apiserver sends, is one that
+    ``json.loads`` accepts), so the result and any error are the standard library's."""
+    try:
+        return pydantic_core.from_json(data)
+    except ValueError:
+        return json.loads(data)
+
+
 def _decode(data: bytes, content_type: str | None) -> Any:
     """The response body as kubernetes-asyncio's ``deserialize(..., "object")`` returns it:
-    parsed JSON, or the text when it is not JSON."""
+    parsed JSON, or the text when it is not JSON (UTF-8 bodies parsed as :func:`parse_json`
+    does; anything it refuses takes the standard library's path, as before)."""
     match = _CHARSET.search(content_type) if content_type is not None else None
-    text = data.decode(match.group(1) if match else "utf-8")
+    charset = match.group(1) if match else "utf-8"
+    if charset.lower() in ("utf-8", "utf8"):
+        with contextlib.suppress(ValueError):
+            return pydantic_core.from_json(data)
+    text = data.decode(charset)
     try:
         return json.loads(text)
     except ValueError:
@@ -354,7 +372,7 @@ class Api:
                 while line := await response.content.readline():
                     if not line.strip():
                         continue
-                    event: Object = json.loads(line)
+                    event: Object = parse_json(line)
                     if event.get("type") == "ERROR":
                         status = event.get("object", {})
                         raise errors.from_status(int(status.get("code") or 500), status)

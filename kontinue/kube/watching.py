@@ -343,10 +343,18 @@ class WatchCache(Generic[M]):
     # -- list ----------------------------------------------------------------------------------
 
     async def _relist(self, *, reason: str) -> None:
+        """List everything and fold it in. A list into an empty store (the first one) is told
+        page by page: each object is put and its ADDED event made with the model its validation
+        built, so it is parsed once, and no more than a page of parsed objects is alive at once.
+        Any other list is diffed against what is held once it is complete
+        (:func:`kontinue.kube.caching.changes`)."""
         listed: dict[Key, caching.Held[M]] = {}
         invalid: set[Key] = set()
         version = ""
         pages = 0
+        # A failed list leaves the store holding what it told (those pages), so the retry diffs
+        # against exactly what subscribers saw.
+        by_page = not self._store.entries
         async for page, first in kube_api.list_pages(
             self._api,
             self.resource,
@@ -358,17 +366,27 @@ class WatchCache(Generic[M]):
         ):
             pages += 1
             version = first
+            added: list[tuple[Key, caching.Held[M]]] = []
             for raw in page:
                 key = caching.key_of(raw)
                 # a packed entry keeps no parsed model: 10,000 held at once is the peak to avoid
-                entry = self._store.admit(key, raw, keep=False)
+                entry = self._store.admit(key, raw, keep=by_page)
                 if entry is None:
                     invalid.add(key)
                 else:
                     listed[key] = entry
+                    if by_page and key not in self._store.entries:
+                        added.append((key, entry))
             del page
+            for key, entry in added:
+                self._store.put(key, entry)
+            for _, entry in added:
+                self._emit([caching.Event("ADDED", entry.obj)])
+                if isinstance(entry, Packed):
+                    entry.hot = None
+            del added
         self._store.forget_invalid(keep=invalid)
-        held = self._store.entries
+        held = {} if by_page else self._store.entries
         store = caching.reconciled(held=held, listed=listed, invalid=invalid)
         self._store.replace(store)
         self._resource_version = version
@@ -389,10 +407,11 @@ class WatchCache(Generic[M]):
             counts["MODIFIED"],
             counts["DELETED"],
         )
-        for event in caching.changes(
-            held=held, listed=listed, invalid=invalid, resync=reason == "resync"
-        ):
-            self._emit([event])
+        if not by_page:
+            for event in caching.changes(
+                held=held, listed=listed, invalid=invalid, resync=reason == "resync"
+            ):
+                self._emit([event])
         self._synced.set()
 
     # -- watch ---------------------------------------------------------------------------------

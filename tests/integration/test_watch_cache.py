@@ -74,6 +74,8 @@ class FakeApiServer:
         self.list_status: int | None = None
         self.watch_status: int | None = None
         self.list_replies: list[web.Response] = []  # answered (once each) before anything else
+        # continue token -> what changes in the cluster as that page fails (500, once)
+        self.failing_pages: dict[str, Callable[[], None]] = {}
         self.watch_replies: list[web.Response] = []
         self.always_gone = False  # every watch, whatever its version, gets 410
         self.requests: list[tuple[str, dict[str, str]]] = []
@@ -165,6 +167,9 @@ class FakeApiServer:
             return self.list_replies.pop(0)
         if self.list_status is not None:
             return web.json_response(_status(self.list_status, "Scripted"), status=self.list_status)
+        if query.get("continue") in self.failing_pages:
+            self.failing_pages.pop(query["continue"])()
+            return web.json_response(_status(500, "Scripted"), status=500)
         names = sorted(n for n, o in self.objects.items() if _matches(o, query))
         start = names.index(query["continue"]) if "continue" in query else 0
         limit = int(query.get("limit", len(names) or 1))
@@ -341,6 +346,55 @@ async def test_first_list_pages_through_everything_then_reports_synced(
     assert rec.cache.resource_version == str(server.rv)
     await eventually(lambda: len(server.watches()) == 1)
     assert server.watches()[0]["resourceVersion"] == str(server.rv)
+
+
+async def test_a_first_list_is_told_page_by_page_and_parsed_once(
+    fake: tuple[FakeApiServer, api.Api],
+    running: Callable[[Cache], Recorded],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first list puts each page and tells its ADDED events with the models validation
+    built (a packed cache parses no JSON again for them); a list that fails part-way leaves
+    what it told, and the retry tells only the difference (kontinue/kube/watching.py)."""
+    server, kube = fake
+    for name in "abcde":
+        server.put(name)
+    parsed: list[Any] = []
+    real = kueue.ClusterQueue.model_validate_json
+
+    def counted(data: Any, *args: Any, **kwargs: Any) -> kueue.ClusterQueue:
+        parsed.append(data)
+        return real(data, *args, **kwargs)
+
+    monkeypatch.setattr(kueue.ClusterQueue, "model_validate_json", counted)
+    clean = running(_cache(kube, page_size=2))
+    await clean.cache.wait_synced(timeout=10)
+    assert [(e.type, e.obj.name) for e in clean.events] == [("ADDED", n) for n in "abcde"]
+    assert parsed == []  # every ADDED event carried the model its list page was validated into
+
+    def cluster_changes() -> None:  # between the two attempts: "a" goes, "f" comes
+        server.delete("a", emit=False)
+        server.put("f", emit=False)
+
+    server.failing_pages = {"c": cluster_changes}  # the second page fails once
+    cache = _cache(kube, page_size=2)
+    held_when_told: list[tuple[str, int]] = []
+    cache.subscribe(lambda e: held_when_told.append((e.obj.name, len(cache))))
+    rec = running(cache)
+    await rec.cache.wait_synced(timeout=10)
+
+    assert [(e.type, e.obj.name) for e in rec.events] == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+        ("DELETED", "a"),
+        ("ADDED", "c"),
+        ("ADDED", "d"),
+        ("ADDED", "e"),
+        ("ADDED", "f"),
+    ]
+    assert held_when_told[:2] == [("a", 2), ("b", 2)]  # the page was put, then told
+    assert [o.name for o in rec.cache.items()] == ["b", "c", "d", "e", "f"]
+    assert rec.cache.resource_version == str(server.rv)
 
 
 async def test_watch_events_keep_the_newest_object_per_key(
