@@ -65,7 +65,12 @@ async def run(
     if tel is None:
         tel = telemetry.setup("kontinue-bridge")
     ctrl = controller_module.Controller(
-        kube, config=config, meter=tel.meter, tracer=tel.tracer, cache_options=cache_options
+        kube,
+        config=config,
+        meter=tel.meter,
+        tracer=tel.tracer,
+        cache_options=cache_options,
+        registry=tel.registry,
     )
     elector = leader.LeaderElector(
         kube,

@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+import prometheus_client
 from opentelemetry import metrics, trace
 
 from kontinue import telemetry
@@ -76,6 +77,7 @@ class Controller:
         tracer: trace.Tracer | None = None,
         clock: context.Clock | None = None,
         cache_options: cacheset.CacheOptions | None = None,  # tests: shorter backoff
+        registry: prometheus_client.CollectorRegistry | None = None,  # what /metrics serves
     ) -> None:
         self.kube = kube
         self.config = config
@@ -95,7 +97,7 @@ class Controller:
         )
         self.router = routing.Router(self.caches, self.queue)
         self.metrics = instruments.Metrics(
-            meter, self.caches, self.queue, lambda: self.leading, tracer=tracer
+            meter, self.caches, self.queue, lambda: self.leading, tracer=tracer, registry=registry
         )
         self.context = context.Context(
             kube=kube,

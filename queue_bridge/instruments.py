@@ -20,6 +20,7 @@ import dataclasses
 import datetime
 from collections.abc import Callable, Iterable
 
+import prometheus_client
 from opentelemetry import metrics, trace
 
 from kontinue import keys, restore, telemetry, tracing
@@ -155,7 +156,10 @@ class Metrics:
         *,
         clock: Callable[[], datetime.datetime] | None = None,
         tracer: trace.Tracer | None = None,
+        registry: prometheus_client.CollectorRegistry | None = None,
     ) -> None:
+        """``registry``: where ``/metrics`` reads the time per key from (it is counted here, not
+        by the meter: :class:`kontinue.telemetry.Histogram`); without one it is not exported."""
         self._clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
         self.tracer = tracer or trace.NoOpTracer()
         """Spans of one eviction's trace (kontinue/tracing.py): the creation's in
@@ -257,12 +261,15 @@ class Metrics:
             unit="{error}",
             description="Reconciles that failed (retried with backoff), by kind and error",
         )
-        self.reconciles = meter.create_histogram(
-            "kontinue.bridge.reconcile.duration",
-            unit="s",
+        # recorded for every key (~18 per eviction): counted here, read when Prometheus scrapes
+        self.reconciles = telemetry.Histogram(
+            "kontinue_bridge_reconcile_duration_seconds",
             description="Time spent handling one key, by kind",
-            explicit_bucket_boundaries_advisory=SECONDS_BUCKETS,
+            label="kind",
+            bounds=SECONDS_BUCKETS,
         )
+        if registry is not None:
+            self.reconciles.register(registry)
         self.finalizers = meter.create_counter(
             "kontinue.bridge.finalizers.released",
             unit="{pod}",

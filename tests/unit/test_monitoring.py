@@ -58,7 +58,9 @@ def exported() -> set[str]:
     tel = telemetry.setup("kontinue-test", environ={})
     queue: queueing.WorkQueue[Any] = queueing.WorkQueue()
     caches: Any = _Caches()  # only .checkpoints.items() is read
-    bridge = instruments.Metrics(tel.meter, caches, queue, lambda: True, clock=lambda: T0)
+    bridge = instruments.Metrics(
+        tel.meter, caches, queue, lambda: True, clock=lambda: T0, registry=tel.registry
+    )
     trigger = checkpoint.Trigger(source=checkpoint.TriggerSource.KUEUE, reason="Preempted", time=T0)
     bridge.checkpoint_created(trigger, 0.5)
     bridge.reconcile_failed("Pod", RuntimeError("x"))

@@ -44,6 +44,53 @@ def test_instruments_are_exposed_with_prometheus_names_help_and_process_metrics(
     assert promlint.value(text, "target_info", service_name="kontinue-test") == 1
 
 
+def test_a_histogram_counted_here_exposes_what_the_sdk_histogram_exposes() -> None:
+    """kontinue.telemetry.Histogram against an OpenTelemetry histogram fed the same values:
+    the same Prometheus lines (bounds, a value on a bound, above the last, two label values)."""
+    bounds = (0.005, 0.01, 0.5, 2.0)
+    values = [
+        (0.0, "Pod"),
+        (0.005, "Pod"),
+        (0.0051, "Pod"),
+        (0.01, "Workload"),
+        (0.3, "Pod"),
+        (2.0, "Workload"),
+        (7.5, "Pod"),
+        (0.001, "Checkpoint"),
+    ]
+    sdk = telemetry.setup("kontinue-sdk", environ={})
+    reference = sdk.meter.create_histogram(
+        "kontinue.test.reconcile.duration",
+        unit="s",
+        description="Time per key",
+        explicit_bucket_boundaries_advisory=bounds,
+    )
+    ours = telemetry.setup("kontinue-ours", environ={})
+    counted = telemetry.Histogram(
+        "kontinue_test_reconcile_duration_seconds",
+        description="Time per key",
+        label="kind",
+        bounds=bounds,
+    )
+    counted.register(ours.registry)
+    for value, kind in values:
+        reference.record(value, {"kind": kind})
+        counted.record(value, {"kind": kind})
+
+    def lines(text: str) -> list[str]:
+        return sorted(line for line in text.splitlines() if "reconcile_duration" in line)
+
+    ours_text = telemetry.exposition(ours.registry).decode()
+    assert promlint.problems(ours_text) == []
+    assert lines(ours_text) == lines(telemetry.exposition(sdk.registry).decode())
+    assert (
+        promlint.value(
+            ours_text, "kontinue_test_reconcile_duration_seconds_bucket", kind="Pod", le="0.005"
+        )
+        == 2
+    )
+
+
 def test_two_components_in_one_process_keep_their_series_apart() -> None:
     one = telemetry.setup("one", environ={})
     two = telemetry.setup("two", environ={})
