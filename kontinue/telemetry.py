@@ -284,6 +284,15 @@ def _camel(value: str) -> bool:
 # --- both -------------------------------------------------------------------------------------
 
 
+def records_spans(tracer: trace.Tracer) -> bool:
+    """Whether ``tracer`` may record a span: ``False`` only for the no-op tracer and for one
+    whose sampler drops every span (:func:`setup` with ``record_unexported=False`` and no
+    exporter); any other tracer may."""
+    if isinstance(tracer, trace.NoOpTracer):
+        return False
+    return getattr(tracer, "sampler", None) is not sampling.ALWAYS_OFF
+
+
 def setup(
     service: str,
     *,

@@ -13,14 +13,16 @@ import dataclasses
 import logging
 import socket
 import ssl
+import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import prometheus_client
 from aiohttp import web
 from opentelemetry import metrics, trace
 
 from kontinue import telemetry
-from webhook import admission, freshness, limits, observing, review, settings, shape
+from webhook import admission, fast_path, freshness, limits, observing, review, settings, shape
 from webhook import events as webhook_events
 from webhook import metrics as webhook_metrics
 from webhook import state as state_module
@@ -55,6 +57,9 @@ YIELD_ABOVE = 64 * 1024
 """Bodies larger than this (a real pod review is ~5-20 KiB) wait one turn of the event loop."""
 
 Decide = Callable[..., review.Verdict]
+
+NOT_LOADED: Any = object()
+"""A body not parsed yet (:func:`read_review`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,11 +101,11 @@ def answer(
     return respond(read, decide, path=path, state=state, config=config)
 
 
-def read_review(body: bytes) -> review.AdmissionRequest | Answer:
+def read_review(body: bytes, loaded: Any = NOT_LOADED) -> review.AdmissionRequest | Answer:
     """The request of an AdmissionReview body, or the HTTP 400 :class:`Answer` (see
-    :func:`answer`)."""
+    :func:`answer`). ``loaded``: ``body`` already parsed by :func:`webhook.review.load`."""
     try:
-        parsed = review.parse(body)
+        parsed = review.parse(body) if loaded is NOT_LOADED else review.parse(body, loaded)
     except review.MalformedReview as exc:
         return Answer(400, review.bounded(str(exc)).encode(), "text/plain")
     observing.note(parsed.request)  # metrics, span, Events: webhook/observing.py
@@ -146,7 +151,9 @@ def respond(
     return Answer(200, review.encode(admission_request.uid, verdict), verdict=verdict)
 
 
-async def _answered(body: bytes, decide: Decide, *, path: str, app: web.Application) -> Answer:
+async def _answered(
+    body: bytes, decide: Decide, *, path: str, app: web.Application, loaded: Any = NOT_LOADED
+) -> Answer:
     """:func:`answer`, deciding from the app's state with a plumbed pod's lineage read live
     (webhook/freshness.py) when the app has a reader.
 
@@ -155,10 +162,10 @@ async def _answered(body: bytes, decide: Decide, *, path: str, app: web.Applicat
     so small reviews read meanwhile go first and wait behind at most one large one, never
     behind a queue of them (issue 20 item 4). The live read is awaited *outside* that lock: it
     may take up to ``KONTINUE_WEBHOOK_LIVE_READ_SECONDS``, and large reviews must not queue
-    behind another one's network wait."""
+    behind another one's network wait. ``loaded``: a small ``body`` already parsed."""
     large = app[LARGE] if len(body) > YIELD_ABOVE else None
     if large is None:
-        read = read_review(body)
+        read = read_review(body, loaded)
     else:
         async with large:
             await asyncio.sleep(0)
@@ -178,22 +185,69 @@ async def _answered(body: bytes, decide: Decide, *, path: str, app: web.Applicat
 async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Response:
     """Read the body within the limits (:mod:`webhook.limits`) and :func:`answer` it, counted,
     timed and traced by :func:`webhook.observing.observed`. The body stays reserved until its
-    answer is built."""
+    answer is built.
 
-    async def handle() -> web.Response:
-        app = request.app
-        try:
-            async with app[GUARD].read_body(request) as body:
-                # large reviews: parsed and decided one at a time (see _answered)
-                result = await _answered(body, decide, path=path, app=app)
-        except limits.Refused as refused:
-            logger.info("refused path=%s status=%s: %s", path, refused.status, refused.text.strip())
-            return refused.response
-        return web.Response(
-            status=result.status, body=result.body, content_type=result.content_type
-        )
+    A ``/mutate`` review of a pod that is not opted in is answered by
+    :func:`webhook.fast_path.answer` when no span would be recorded anyway
+    (:attr:`webhook.observing.Observer.traced`): counted and timed the same, the same bytes."""
+    observer = request.app[observing.OBSERVER]
+    if path != "/mutate" or observer.traced:
+        return await observing.observed(request, path, lambda: _handle(request, decide, path))
+    app = request.app
+    started = time.perf_counter()
+    reading = app[GUARD].read_body(request)
+    try:
+        body = await reading.__aenter__()
+    except BaseException as exc:  # as _handle would meet it: counted, a Refused answered
+        failed = exc
 
-    return await observing.observed(request, path, handle)
+        async def unread() -> web.Response:
+            if isinstance(failed, limits.Refused):
+                return await _refused(failed, path)
+            raise failed
+
+        return await observing.observed(request, path, unread, started=started)
+    try:
+        loaded = NOT_LOADED
+        if len(body) <= YIELD_ABOVE:  # larger: parsed under LARGE, in _answered
+            try:
+                loaded = review.load(body)
+            except ValueError:
+                pass  # read_review parses it again for the HTTP 400's message
+            else:
+                quick = fast_path.answer(loaded, state=app[STATE])
+                if quick is not None:
+                    response = web.Response(body=quick, content_type="application/json")
+                    observer.passed(path, time.perf_counter() - started)
+                    return response
+
+        async def rest() -> web.Response:
+            result = await _answered(body, decide, path=path, app=app, loaded=loaded)
+            return _response(result)
+
+        return await observing.observed(request, path, rest, started=started)
+    finally:
+        await reading.__aexit__(None, None, None)
+
+
+async def _handle(request: web.Request, decide: Decide, path: str) -> web.Response:
+    app = request.app
+    try:
+        async with app[GUARD].read_body(request) as body:
+            # large reviews: parsed and decided one at a time (see _answered)
+            result = await _answered(body, decide, path=path, app=app)
+    except limits.Refused as refused:
+        return await _refused(refused, path)
+    return _response(result)
+
+
+async def _refused(refused: limits.Refused, path: str) -> web.Response:
+    logger.info("refused path=%s status=%s: %s", path, refused.status, refused.text.strip())
+    return refused.response
+
+
+def _response(result: Answer) -> web.Response:
+    return web.Response(status=result.status, body=result.body, content_type=result.content_type)
 
 
 def _misshapen(request: review.AdmissionRequest, *, path: str) -> review.Verdict | None:

@@ -61,6 +61,21 @@ class Observer:
     tracer: trace.Tracer = dataclasses.field(default_factory=trace.NoOpTracer)
     events: events.EventSink | None = None
 
+    traced: bool = dataclasses.field(init=False)
+    """Whether the admission span is recorded (else it only lends its trace id to log lines,
+    and a review that writes none may go without it: webhook/fast_path.py)."""
+
+    def __post_init__(self) -> None:
+        self.traced = telemetry.records_spans(self.tracer)
+
+    def passed(self, path: str, seconds: float) -> None:
+        """What :meth:`finished` leaves behind for a pod answered by webhook/fast_path.py:
+        ``allowed``, not opted in, HTTP 200 (no span is recorded, no Event is due)."""
+        if self.metrics is not None:
+            self.metrics.answered(
+                path, allowed=True, decided=metrics.NOT_OPTED_IN, status=200, seconds=seconds
+            )
+
     def finished(
         self,
         path: str,
@@ -155,15 +170,21 @@ OBSERVER = web.AppKey("observer", Observer)
 
 
 async def observed(
-    request: web.Request, path: str, handle: Callable[[], Awaitable[web.Response]]
+    request: web.Request,
+    path: str,
+    handle: Callable[[], Awaitable[web.Response]],
+    *,
+    started: float | None = None,
 ) -> web.Response:
     """``handle()``'s answer to ``request`` on ``path``, counted, timed and traced.
 
     Called by the ``/mutate`` and ``/validate`` handlers themselves rather than as an aiohttp
     middleware: the middleware chain cost every request a few microseconds more for the same
-    work (issue 14, docs/benchmarks.md)."""
+    work (issue 14, docs/benchmarks.md). ``started``: when the request's handling began
+    (``time.perf_counter()``), if before this call."""
     observer = request.app[OBSERVER]
-    started = time.perf_counter()
+    if started is None:
+        started = time.perf_counter()
     slot = _Slot()
     token = _CURRENT.set(slot)
     with (

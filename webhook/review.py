@@ -84,7 +84,10 @@ class AdmissionReview(_Wire):
     request: AdmissionRequest
 
 
-def parse(body: bytes) -> AdmissionReview:
+_UNREAD: Any = object()
+
+
+def parse(body: bytes, loaded: Any = _UNREAD) -> AdmissionReview:
     """Read a request body; :class:`MalformedReview` says which field is wrong and why.
 
     Parsed by pydantic-core: its JSON parser (``from_json``) builds the objects, then the
@@ -93,9 +96,14 @@ def parse(body: bytes) -> AdmissionReview:
     fields here python-mode validation of parsed JSON accepts exactly what JSON-mode does —
     but it is ~30% cheaper (no per-field JSON-mode dispatch; issue 14, docs/benchmarks.md). A
     body it refuses is parsed again by ``model_validate_json``, whose errors name the cause.
+
+    ``loaded``: what :func:`load` gave for ``body``, when the caller has already parsed it
+    (webhook/fast_path.py reads it first).
     """
     try:
-        return AdmissionReview.model_validate(pydantic_core.from_json(body))
+        if loaded is _UNREAD:
+            loaded = pydantic_core.from_json(body)
+        return AdmissionReview.model_validate(loaded)
     except ValueError:  # pydantic.ValidationError is one
         pass
     try:
@@ -112,6 +120,11 @@ def parse(body: bytes) -> AdmissionReview:
         if len(found) > 5:
             problems += f"; and {len(found) - 5} more"
         raise MalformedReview(f"not an {API_VERSION} {KIND}: {problems}") from None
+
+
+def load(body: bytes) -> Any:
+    """``body`` parsed as :func:`parse` parses it (``ValueError`` when it is not JSON)."""
+    return pydantic_core.from_json(body)
 
 
 @dataclasses.dataclass(frozen=True)
