@@ -311,7 +311,11 @@ def create_app(
     ``state`` alone)."""
     app = web.Application(client_max_size=config.limits.max_body)
     app[observing.OBSERVER] = observing.Observer(
-        metrics=webhook_metrics.Metrics(meter, expiry=expiry) if meter is not None else None,
+        metrics=(
+            webhook_metrics.Metrics(meter, expiry=expiry, registry=registry)
+            if meter is not None
+            else None
+        ),
         tracer=tracer or trace.NoOpTracer(),
         events=events,
     )
