@@ -112,6 +112,9 @@ class _Connection(asyncio.Protocol):
         self.state = "headers"
         self.refused = False
         self._timer: asyncio.TimerHandle | None = None
+        self._deadline = 0.0
+        self._timer_at = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -128,10 +131,18 @@ class _Connection(asyncio.Protocol):
         self.inner.connection_made(transport)
 
     def _arm(self) -> None:
+        """Start the header deadline. One timer per connection, not one per request: a timer
+        still pending from an earlier request finds the later deadline when it fires and waits
+        on for it (:meth:`_expired`), so a kept-alive connection's requests schedule and cancel
+        nothing (each cost the loop a timer handle in its heap: issue 14)."""
         self.state = "headers"
-        self._cancel()
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(self.guard.limits.header_seconds, self._expired)
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + self.guard.limits.header_seconds
+        if self._timer is None:
+            self._timer_at = self._deadline
+            self._timer = loop.call_at(self._deadline, self._expired)
 
     def _cancel(self) -> None:
         if self._timer is not None:
@@ -142,6 +153,10 @@ class _Connection(asyncio.Protocol):
         self._timer = None
         if self.state != "headers" or self.transport is None or self.transport.is_closing():
             return
+        if self._deadline > self._timer_at and self._loop is not None:  # re-armed: wait on
+            self._timer_at = self._deadline
+            self._timer = self._loop.call_at(self._deadline, self._expired)
+            return
         self.guard.refused["header_timeout"] += 1
         seconds = self.guard.limits.header_seconds
         text = f"request headers not received within {seconds:g}s\n"
@@ -149,8 +164,7 @@ class _Connection(asyncio.Protocol):
         self.transport.close()
 
     def started(self) -> None:
-        self.state = "busy"
-        self._cancel()
+        self.state = "busy"  # a pending header timer finds this and lets the request be
 
     def finished(self) -> None:
         self.state = "idle"
