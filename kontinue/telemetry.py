@@ -177,7 +177,21 @@ def span_exporter_from_env(
         )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter()
+    return OTLPSpanExporter(endpoint=_traces_url(env))
+
+
+def _traces_url(env: Mapping[str, str]) -> str | None:
+    """The traces URL from ``env``, not from ``os.environ`` the exporter would read.
+
+    The per-signal variable is used as-is; the generic one is a base URL to which the signal
+    path ``v1/traces`` is appended (the OTLP exporter specification, "Endpoint URLs for
+    OTLP/HTTP"). ``None`` leaves the exporter's default (``http://localhost:4318/v1/traces``).
+    """
+    traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if traces:
+        return traces
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    return f"{base.rstrip('/')}/v1/traces" if base else None
 
 
 # --- metrics ----------------------------------------------------------------------------------

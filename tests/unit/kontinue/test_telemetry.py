@@ -137,6 +137,27 @@ def test_trace_export_is_off_unless_the_otel_variables_ask() -> None:
         telemetry.span_exporter_from_env({"OTEL_TRACES_EXPORTER": "zipkin"})
 
 
+def test_the_trace_endpoint_comes_from_the_mapping_given_not_the_process_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://process-env:4318")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://process-env:4318/v1/traces")
+
+    def url(environ: dict[str, str]) -> str:
+        exporter = telemetry.span_exporter_from_env(environ)
+        assert isinstance(exporter, OTLPSpanExporter)
+        return str(exporter._endpoint)  # the URL the exporter posts to
+
+    assert url({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"}) == (
+        "http://collector:4318/v1/traces"
+    )
+    per_signal = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://traces:9999/custom",
+    }
+    assert url(per_signal) == "http://traces:9999/custom"
+
+
 def test_json_logs_name_the_object_and_the_trace() -> None:
     spans = InMemorySpanExporter()
     tel = telemetry.setup("kontinue-test", span_processors=[SimpleSpanProcessor(spans)], environ={})
