@@ -155,7 +155,9 @@ def of_lineage(
 def result_of(
     cp: checkpoint.Checkpoint, member: checkpoint.Member
 ) -> checkpoint.MemberResult | None:
-    return next((r for r in cp.status.members if r.pod_name == member.pod_name), None)
+    """The member's result: by pod UID (a Volcano pod reuses its predecessor's name), by name
+    only in results recorded without a UID (kontinue/models/checkpoint.py)."""
+    return checkpoint.result_of(cp.status.members, member)
 
 
 def state_of(cp: checkpoint.Checkpoint, member: checkpoint.Member) -> checkpoint.MemberState:

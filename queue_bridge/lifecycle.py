@@ -171,7 +171,7 @@ def member_result(
 def _container_result(
     pod: core.Pod, container: str | None, *, path: str | None
 ) -> checkpoint.MemberResult:
-    fields: dict[str, object] = {"pod_name": pod.name, "path": path}
+    fields: dict[str, object] = {"pod_name": pod.name, "pod_uid": pod.metadata.uid, "path": path}
     status = _status(pod, container)
     state = status.state if status is not None else None
     terminated = state.terminated if state is not None else None
@@ -260,9 +260,11 @@ def next_status(
 ) -> checkpoint.CheckpointStatus:
     """One reconcile step: the status ``cp`` should have given the member pods seen now.
 
-    ``pods``: the caller's (synced) cache view; members are matched by UID, so a pod that
-    reuses a member's name is not that member. A member's result, once terminal, is never
-    recomputed (the pod may be gone after its finalizer is removed). A member whose pod is
+    ``pods``: the caller's (synced) cache view; members, and their recorded results, are matched
+    by pod UID, so a pod that reuses a member's name (Volcano names a vcjob's pods
+    ``<job>-<task>-<index>`` in every incarnation) is not that member and never takes its
+    result. A member's result, once terminal, is never recomputed (the pod may be gone after its
+    finalizer is removed). A member whose pod is
     absent before its result was recorded is ``Unreported`` ("pod gone") — the finalizer exists
     to prevent exactly that. A terminal or ``Expired`` status is returned unchanged.
 
@@ -273,12 +275,11 @@ def next_status(
     if current.phase.terminal:
         return current
     by_uid = {p.metadata.uid: p for p in pods if p.metadata.uid}
-    previous = {r.pod_name: r for r in current.members}
     chosen_policy = policy or policy_model.DEFAULT
     results: list[checkpoint.MemberResult] = []
     for member in cp.spec.members:
         path = lineage.checkpoint_dir(chosen_policy, cp.spec.lineage, member.pod_uid)
-        before = previous.get(member.pod_name)
+        before = checkpoint.result_of(current.members, member)
         if before is not None and before.state.terminal:
             results.append(before)
             continue
@@ -287,6 +288,7 @@ def next_status(
             results.append(
                 checkpoint.MemberResult(
                     pod_name=member.pod_name,
+                    pod_uid=member.pod_uid,
                     state=checkpoint.MemberState.UNREPORTED,
                     reason=f"pod gone before its result was recorded: {NO_REPORT}",
                     path=path,
@@ -344,11 +346,11 @@ def late_status(
     if superseded or current.phase is not checkpoint.Phase.FAILED:
         return None
     by_uid = {p.metadata.uid: p for p in pods if p.metadata.uid}
-    uids = {m.pod_name: m.pod_uid for m in cp.spec.members}
     members: list[checkpoint.MemberResult] = []
     changed = False
     for result in current.members:
-        pod = by_uid.get(uids.get(result.pod_name, ""))
+        member = next((m for m in cp.spec.members if result.is_of(m)), None)
+        pod = by_uid.get(member.pod_uid) if member is not None else None
         unreported = result.state is S.UNREPORTED or (
             result.state is S.FAILED and result.exit_code is None
         )

@@ -281,11 +281,9 @@ def next_status(
     if status.phase.terminal:
         return status
     by_uid = {p.metadata.uid: p for p in pod_list if p.metadata.uid}
-    results = {r.pod_name: r for r in status.members}
     changed = False
     members: list[checkpoint.MemberResult] = []
-    for member in cp.spec.members:
-        result = results[member.pod_name]
+    for member, result in zip(cp.spec.members, status.members, strict=True):
         if result.state not in _TERMINAL_MEMBER:
             why = _overdue(
                 member,
@@ -318,10 +316,10 @@ def next_deadline(
     if cp.status.phase.terminal:
         return None
     by_uid = {p.metadata.uid: p for p in pods if p.metadata.uid}
-    done = {r.pod_name for r in cp.status.members if r.state in _TERMINAL_MEMBER}
     found: list[datetime.datetime] = []
     for member in cp.spec.members:
-        if member.pod_name in done:
+        recorded = checkpoint.result_of(cp.status.members, member)
+        if recorded is not None and recorded.state in _TERMINAL_MEMBER:
             continue
         pod = by_uid.get(member.pod_uid)
         if pod is not None and pod.metadata.deletion_timestamp is not None:
@@ -357,11 +355,11 @@ def transition_event(
 def _restores_whom(cp: checkpoint.Checkpoint, new: checkpoint.CheckpointStatus) -> list[str]:
     """Per member, whom the set restores: its own identity, or (carried forward) nobody from
     here: that identity resumes from its older state."""
-    states = {r.pod_name: r.state for r in new.members}
     parts = []
     for member in cp.spec.members:
         who = identity.of_member(member)
-        if states.get(member.pod_name) is checkpoint.MemberState.CARRIED_FORWARD:
+        result = checkpoint.result_of(new.members, member)
+        if result is not None and result.state is checkpoint.MemberState.CARRIED_FORWARD:
             parts.append(f"{who} carried forward (resumes from its older state)")
         else:
             parts.append(f"{who} restores from here")
@@ -390,8 +388,11 @@ class Release:
     recheck_at: datetime.datetime | None = None
 
 
-def _result_for(cp: checkpoint.Checkpoint, pod_name: str) -> checkpoint.MemberResult | None:
-    return next((r for r in cp.status.members if r.pod_name == pod_name), None)
+def _result_for(cp: checkpoint.Checkpoint, pod: core.Pod) -> checkpoint.MemberResult | None:
+    """The pod's result in ``cp``: by its UID, never by its name (a Volcano pod reuses the name
+    of the member it replaced, whose result may be recorded already)."""
+    member = next((m for m in cp.spec.members if m.pod_uid == pod.metadata.uid), None)
+    return checkpoint.result_of(cp.status.members, member) if member is not None else None
 
 
 def _finished_at(pod: core.Pod) -> datetime.datetime | None:
@@ -432,7 +433,7 @@ def finalizer(
     waiting = [
         cp
         for cp in owning
-        if (result := _result_for(cp, pod.name)) is None or result.state not in _TERMINAL_MEMBER
+        if (result := _result_for(cp, pod)) is None or result.state not in _TERMINAL_MEMBER
     ]
     if waiting:
         names = ", ".join(cp.name for cp in waiting)

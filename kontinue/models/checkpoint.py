@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+from collections.abc import Iterable
 from typing import Literal
 
 import pydantic
@@ -132,6 +133,11 @@ class MemberState(enum.StrEnum):
 
 class MemberResult(base.OwnModel):
     pod_name: str
+    pod_uid: str | None = None
+    """The UID of the member's pod: a result belongs to the member with this ``podUid``. Pod
+    names are not enough: a Volcano Job's pods are named ``<job>-<task>-<index>`` in every
+    incarnation, so a recreated pod evicted while its set is still open joins it under the
+    name of the member it replaced. Results recorded before this field are matched by name."""
     state: MemberState = MemberState.PENDING
     exit_code: int | None = None
     reason: str | None = None
@@ -145,6 +151,18 @@ class MemberResult(base.OwnModel):
     """Only ``CarriedForward``: the Checkpoint its pod was told to restore from (its
     ``kontinue.dev/restore-from``), if any; the restore plan resolves the state through the older
     sets, exactly as the pod itself would have."""
+
+    def is_of(self, member: Member) -> bool:
+        """Whether this is ``member``'s result: by pod UID, by pod name only for results
+        recorded without one."""
+        if self.pod_uid:
+            return self.pod_uid == member.pod_uid
+        return self.pod_name == member.pod_name
+
+
+def result_of(results: Iterable[MemberResult], member: Member) -> MemberResult | None:
+    """``member``'s result among ``results`` (see :meth:`MemberResult.is_of`)."""
+    return next((r for r in results if r.is_of(member)), None)
 
 
 class CheckpointStatus(base.OwnModel):

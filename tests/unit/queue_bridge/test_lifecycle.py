@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from kontinue import keys, lineage
-from kontinue.models import checkpoint, core, policy
-from queue_bridge import lifecycle
+from kontinue import keys, lineage, restore_plan
+from kontinue.models import base, checkpoint, core, policy
+from queue_bridge import lifecycle, reconciling
 from tests import fixtures
 
 BRIDGE = fixtures.FIXTURES / "bridge"
@@ -605,3 +605,104 @@ def test_a_late_save_of_one_member_does_not_hide_anothers_failure() -> None:
     assert new is not None
     assert new.phase is checkpoint.Phase.FAILED
     assert [m.state for m in new.members] == [S.SAVED, S.FAILED]
+
+
+# --- Volcano reuses pod names: results are keyed by pod UID ---------------------------------
+
+
+def _volcano(name: str, uid: str, index: int) -> Callable[[dict[str, Any]], None]:
+    """A vcjob's pod: Volcano names it ``<job>-<task>-<index>`` in every incarnation
+    (volcano-sh/volcano pkg/controllers/job/job_controller_util.go ``createJobPod``, via
+    ``jobhelpers.MakePodName``) and stamps
+    its task and index (kontinue/identity.py)."""
+
+    def change(data: dict[str, Any]) -> None:
+        data["metadata"].update(name=name, uid=uid)
+        data["metadata"]["finalizers"] = [keys.CHECKPOINT_FINALIZER]
+        data["metadata"]["annotations"] = {
+            keys.VOLCANO_TASK_SPEC_KEY: "worker",
+            keys.VOLCANO_TASK_INDEX_KEY: str(index),
+        }
+
+    return change
+
+
+def _name_reused() -> tuple[checkpoint.Checkpoint, core.Pod, core.Pod, core.Pod]:
+    """One open pod-path set of a vcjob: ``train-worker-0`` (uid-a) saved and is gone, its
+    sibling ``train-worker-1`` still saves, and the pod Volcano recreated as ``train-worker-0``
+    (uid-b), disrupted inside the grouping window, joined the set
+    (queue_bridge/disruptions.py ``added_members``) and was killed by SIGKILL."""
+    old = pod_from("kubelet-sigterm-saved", _volcano("train-worker-0", "uid-a", 0))
+    sibling = pod_from("kubelet-sigterm-saved", _running(deleting=True))
+    _volcano("train-worker-1", "uid-c", 1)(sibling_data := base.to_dict(sibling))
+    sibling = core.Pod.model_validate(sibling_data)
+    new = pod_from("kubelet-sigterm-ignored-killed", _volcano("train-worker-0", "uid-b", 0))
+    first = lifecycle.next_status(checkpoint_of([old, sibling]), [old, sibling])
+    assert [m.state for m in first.members] == [S.SAVED, S.SAVING]
+    joined = checkpoint_of([old, sibling, new], **first.model_dump())
+    members = [
+        m.model_copy(update={"identity": f"task=worker,index={i}", "index": i})
+        for m, i in zip(joined.spec.members, (0, 1, 0), strict=True)
+    ]
+    joined.spec.members = members
+    return joined, old, sibling, new
+
+
+def test_a_pod_reusing_a_members_name_gets_its_own_result() -> None:
+    """Issue 19: the recreated pod's result is its own (SIGKILL: Failed), never the saved
+    result of the earlier pod of the same name; each result names its pod's UID."""
+    cp, _old, sibling, new = _name_reused()
+
+    status = lifecycle.next_status(cp, [sibling, new])
+
+    assert [(m.pod_name, m.pod_uid, m.state) for m in status.members] == [
+        ("train-worker-0", "uid-a", S.SAVED),
+        ("train-worker-1", "uid-c", S.SAVING),
+        ("train-worker-0", "uid-b", S.FAILED),
+    ]
+    assert status.members[2].path == lineage.checkpoint_dir(policy.DEFAULT, LINEAGE, "uid-b")
+
+
+def test_a_pod_reusing_a_members_name_keeps_its_finalizer_until_its_own_result() -> None:
+    """The finalizer of the recreated pod is not released on the earlier pod's result."""
+    cp, _old, _sibling, new = _name_reused()
+    decision = reconciling.finalizer(
+        new,
+        checkpoints=[cp],
+        eviction_pending=False,
+        now=datetime.datetime(2026, 12, 2, 11, 23, 10, tzinfo=datetime.UTC),
+        margin=30,
+        settle=2,
+    )
+    assert (decision.release, decision.reason) == (False, "result not yet recorded in cp")
+
+
+def test_the_restore_plan_reads_each_members_own_result() -> None:
+    """The plan's view of a member is its own result: the recreated pod's Failed result is not
+    the earlier pod's Saved one, and the member of the identity chosen is the one that saved,
+    restored from its own directory."""
+    cp, _old, sibling, new = _name_reused()
+    done = lifecycle.next_status(cp, [sibling, new])
+    cp = cp.model_copy(update={"status": done})
+    old_member, _, new_member = cp.spec.members
+
+    assert restore_plan.state_of(cp, new_member) is S.FAILED
+    assert restore_plan.state_of(cp, old_member) is S.SAVED
+    chosen = restore_plan.member_of(cp, "task=worker,index=0")
+    assert chosen is not None
+    assert chosen.pod_uid == "uid-a"
+    assert restore_plan.member_dir(cp, new_member, policy=policy.DEFAULT).endswith("/uid-b")
+
+
+def test_results_recorded_before_pod_uids_are_still_read_by_pod_name() -> None:
+    """Checkpoints written before ``status.members[].podUid`` existed stay readable."""
+    a, b = pod_from("kubelet-sigterm-saved"), second("kubelet-sigterm-ignored-killed")
+    legacy = [
+        checkpoint.MemberResult(pod_name=a.name, state=S.SAVED, path="x/a"),
+        checkpoint.MemberResult(pod_name=b.name, state=S.FAILED, exit_code=137),
+    ]
+    cp = checkpoint_of([a, b], phase="Failed", members=legacy)
+    member_a, member_b = cp.spec.members
+    assert restore_plan.state_of(cp, member_a) is S.SAVED
+    assert restore_plan.state_of(cp, member_b) is S.FAILED
+    assert restore_plan.member_dir(cp, member_a, policy=policy.DEFAULT).endswith("/x/a")
