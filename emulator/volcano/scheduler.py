@@ -7,9 +7,12 @@ least every ``period`` s, like ``--schedule-period``) runs the CI action list
 - enqueue: a PodGroup in ``Pending`` whose queue is Open becomes ``Inqueue`` (full Update — the
   PodGroup CRD has no status subresource); ``Running`` once ``minMember`` pods run;
 - allocate: pods with ``schedulerName: volcano`` and a ``scheduling.k8s.io/group-name`` whose
-  queue has room under its ``capability`` bind to a node that fits (the node filter and the two
-  bind writes are :mod:`emulator.scheduling` / :mod:`emulator.scheduler`'s, since the emulator
-  has no ``pods/binding``);
+  queue has room under its ``capability`` bind to a node that fits (the node filter is
+  :mod:`emulator.scheduling`'s). The bind is one ``pods/binding`` CREATE, as upstream's
+  ``DefaultBinder.Bind`` (``pkg/scheduler/cache/cache.go``: ``Pods(ns).Bind`` with a
+  ``v1.Binding`` naming the node): the apiserver sets ``spec.nodeName`` and ``PodScheduled``
+  itself; a real kube-apiserver refuses a pod UPDATE that changes ``spec.nodeName``
+  (tests/realcp/test_volcano_identity.py runs this scheduler against one);
 - reclaim, then preempt: :mod:`emulator.volcano.victims`; each victim goes through
   ``defaultEvictor.Evict`` (``pkg/scheduler/cache/cache.go``): a Normal ``Evict`` Event on the
   PodGroup (message = the reason), a Warning ``Evict`` Event on the pod ("Pod is evicted,
@@ -42,8 +45,6 @@ Object = dict[str, Any]
 USER = keys.VOLCANO_SCHEDULER_USER
 NAME = "volcano"
 COMPONENT = "volcano"
-MERGE = "application/merge-patch+json"
-STRATEGIC = "application/strategic-merge-patch+json"
 
 
 def _set_pod_condition(status: Object, condition: Object) -> bool:
@@ -155,29 +156,11 @@ class VolcanoScheduler:
                 await self.client.replace(resources.PODGROUPS, group)
 
     async def _bind(self, pod: Object, node: str) -> Object:
+        """``DefaultBinder.Bind``: one ``pods/binding`` CREATE; the session's view of the pod
+        is then bound to ``node`` (the binding's response is a Status, not the pod)."""
         meta = pod["metadata"]
-        scheduled = {
-            "type": "PodScheduled",
-            "status": "True",
-            "lastProbeTime": None,
-            "lastTransitionTime": strategy.now(),
-        }
-        await self.client.patch(
-            resources.PODS,
-            meta["name"],
-            {"status": {"conditions": [scheduled]}},
-            content_type=STRATEGIC,
-            namespace=meta["namespace"],
-            subresource="status",
-        )
-        bound: Object = await self.client.patch(
-            resources.PODS,
-            meta["name"],
-            {"spec": {"nodeName": node}},
-            content_type=MERGE,
-            namespace=meta["namespace"],
-        )
-        return bound
+        await self.client.bind(resources.PODS, meta["name"], node=node, namespace=meta["namespace"])
+        return {**pod, "spec": {**pod["spec"], "nodeName": node}}
 
     async def evict(self, pod: Object, *, reason: str, group: Object | None) -> bool:
         """``SchedulerCache.Evict`` + ``defaultEvictor.Evict``; False when nothing was written."""

@@ -8,6 +8,7 @@ line; with ``KONTINUE_REQUIRE_REALCP=1`` (``.ci/run`` sets it) missing assets fa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -117,19 +118,27 @@ def namespace(
     control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-@pytest.fixture
-def kontinue(crds: controlplane.ControlPlane) -> Iterator[processes.Installed]:
-    """The kueue overlay in a fresh namespace, URL-registered, and its webhook running."""
+@contextlib.contextmanager
+def installed_overlay(
+    plane: controlplane.ControlPlane, overlay: str
+) -> Iterator[processes.Installed]:
+    """``overlay`` (``kueue``, ``volcano``, ``both``) in a fresh namespace, URL-registered, and
+    its webhook running; every program the test starts in ``installed.programs`` is stopped."""
     installed = processes.install(
-        crds, Variant("kueue", namespace=f"kontinue-{secrets.token_hex(3)}")
+        plane, Variant(overlay, namespace=f"kontinue-{secrets.token_hex(3)}")
     )
-    webhook = None
     try:
-        webhook = processes.start_webhook(installed)
-        installed.programs["webhook"] = webhook
+        installed.programs["webhook"] = processes.start_webhook(installed)
         yield installed
     finally:
         installed.uninstall_webhooks()
         for program in installed.programs.values():
             program.stop()
-        crds.kubectl("delete", "namespace", installed.namespace, "--wait=false")
+        plane.kubectl("delete", "namespace", installed.namespace, "--wait=false")
+
+
+@pytest.fixture
+def kontinue(crds: controlplane.ControlPlane) -> Iterator[processes.Installed]:
+    """The kueue overlay (:func:`installed_overlay`)."""
+    with installed_overlay(crds, "kueue") as installed:
+        yield installed

@@ -8,8 +8,9 @@ with the admin token and Kubernetes impersonation (``Impersonate-User`` /
 ``Impersonate-Group``, https://kubernetes.io/docs/reference/access-authn-authz/authentication/
 #user-impersonation), so the real apiserver authorizes every request as that user: a kubelet as
 ``system:node:<name>`` in ``system:nodes`` (the Node authorizer), Kueue as its ServiceAccount
-(RBAC: bound to ``cluster-admin`` by :func:`grant_kueue`, as wide as Kueue's own manager role is
-for what the emulation writes).
+(RBAC: bound to ``cluster-admin`` by :func:`grant`, as wide as Kueue's own manager role is
+for what the emulation writes), and likewise the emulated Volcano's scheduler and job controller
+(emulator/volcano, tests/realcp/test_volcano_identity.py).
 
 Nothing else changes: the kubelet still runs each container as a real local process that gets
 real signals (emulator/kubelet/runtime.py), and the emulated Kueue registers its Job webhook
@@ -21,7 +22,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from emulator.kueue import controller as kueue_controller
 from kontinue.kube import api, client
 from kontinue.kube.resources import Resource
 from tests.realcp import controlplane
@@ -41,7 +41,7 @@ def _groups_of(user: str) -> str | None:
 
 class RealClient:
     """The signatures of ``emulator.apiserver.server.Client`` over :class:`api.Api`, for the
-    calls the kubelet and Kueue emulations make (no ``bind``/``evict``: neither calls them)."""
+    calls the kubelet, Kueue and Volcano emulations make (no ``evict``: none calls it)."""
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api_client = api_client
@@ -136,6 +136,20 @@ class RealClient:
             preconditions=preconditions,
         )
 
+    async def bind(
+        self, resource: Resource, name: str, *, node: str, namespace: str | None = None
+    ) -> Object:
+        """POST the pod's ``binding`` subresource (the emulated Volcano scheduler binds so)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        path = resource.path(namespace=namespace, name=name, subresource="binding")
+        result: Object = await self._api._call("POST", path, body=body)
+        return result
+
     async def watch(
         self,
         resource: Resource,
@@ -193,23 +207,20 @@ class RealApi:
         """The CRDs are applied server-side by the tier's ``crds`` fixture; nothing to do."""
 
 
-async def grant_kueue(admin: api.Api) -> None:
-    """Bind the emulated Kueue's ServiceAccount user to ``cluster-admin`` (idempotent)."""
+async def grant(admin: api.Api, user: str) -> None:
+    """Bind an emulated component's ServiceAccount user (``system:serviceaccount:<ns>:<name>``)
+    to ``cluster-admin`` (idempotent): as wide as the component's own manager role is for what
+    the emulation writes."""
+    _, _, sa_namespace, sa_name = user.split(":")
     body = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": {"name": "realcp-emulated-kueue"},
+        "metadata": {"name": f"realcp-emulated-{sa_namespace}-{sa_name}"},
         "roleRef": {
             "apiGroup": "rbac.authorization.k8s.io",
             "kind": "ClusterRole",
             "name": "cluster-admin",
         },
-        "subjects": [
-            {
-                "kind": "ServiceAccount",
-                "name": kueue_controller.USER.rsplit(":", 1)[1],
-                "namespace": kueue_controller.USER.split(":")[2],
-            }
-        ],
+        "subjects": [{"kind": "ServiceAccount", "name": sa_name, "namespace": sa_namespace}],
     }
     await admin.apply(CLUSTER_ROLE_BINDINGS, body, force=True)

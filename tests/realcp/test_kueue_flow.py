@@ -325,7 +325,7 @@ async def _lift_not_ready_taint(admin: api.Api, node: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def running_flow(
+async def running_node(
     plane: controlplane.ControlPlane,
     installed: processes.Installed,
     admin: api.Api,
@@ -333,24 +333,27 @@ async def running_flow(
     workdir: Path,
     *,
     gpus_per_node: int = 1,
-) -> AsyncIterator[Flow]:
+    users: tuple[str, ...] = (),
+) -> AsyncIterator[tuple[Flow, str, emulated.RealApi]]:
+    """What every flow of this tier needs, whatever its queue system: one tainted node of
+    ``gpus_per_node`` GPUs run by the emulated kubelet against ``plane``, a hostPath
+    CheckpointPolicy, and the bridge, ready. Yields the :class:`Flow`, the policy's name, and
+    the :class:`emulated.RealApi` the queue system's emulation acts through (``users``: its
+    identities, besides the kubelet's)."""
     tag = secrets.token_hex(3)
-    plane.kubectl("apply", "--server-side", "-f", str(KUEUE_EMULATION_CRDS))
-    await emulated.grant_kueue(admin)
     spec = nodes.NodeSpec(
         f"node-{tag}",
         gpu=gpus.GpuProfile(count=gpus_per_node),
         labels={"kontinue.dev/realcp-flow": tag},
         taints=({"key": "kontinue.dev/realcp-flow", "value": tag, "effect": "NoSchedule"},),
     )
-    real = await emulated.RealApi(plane, [kueue_controller.USER, spec.user]).open()
+    real = await emulated.RealApi(plane, [*users, spec.user]).open()
     bridge = processes.start_bridge(installed)
     installed.programs["bridge"] = bridge
     # RealApi stands where the emulator takes its ApiServer (it offers ``client(user)``).
     c = cluster.Cluster(
         nodes=[spec], workdir=workdir, components={"kubelet"}, api=cast(server.ApiServer, real)
     )
-    kueue = kueue_controller.Kueue(cast(server.ApiServer, real), stop_wait=60.0)
     try:
         await c.start()
         await _lift_not_ready_taint(admin, spec.name)
@@ -368,29 +371,57 @@ async def running_flow(
                 },
             },
         )
-        await _queues(admin, flow, policy, gpus=gpus_per_node)
-        await kueue.start()
         await eventually(
             lambda: processes.bridge_ready(bridge), within=WAIT, what="the bridge ready"
         )
-
-        async def plumbing() -> bool:  # the webhook's caches see the labelled queue
-            dry = await admin.create(
-                resources.JOBS,
-                flow.job("probe", priority=f"low-{tag}", steps=1),
-                namespace=namespace,
-                dry_run=True,
-            )
-            return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
-
-        await eventually(plumbing, within=WAIT, what="the webhook plumbing the queue's Jobs")
-        yield flow
+        yield flow, policy, real
     finally:
-        await kueue.stop()
         await c.stop()
         with contextlib.suppress(errors.NotFound):
             await admin.delete(resources.NODES, spec.name)
         await real.close()
+
+
+@contextlib.asynccontextmanager
+async def running_flow(
+    plane: controlplane.ControlPlane,
+    installed: processes.Installed,
+    admin: api.Api,
+    namespace: str,
+    workdir: Path,
+    *,
+    gpus_per_node: int = 1,
+) -> AsyncIterator[Flow]:
+    """:func:`running_node` with the emulated Kueue and an opted-in ClusterQueue."""
+    plane.kubectl("apply", "--server-side", "-f", str(KUEUE_EMULATION_CRDS))
+    await emulated.grant(admin, kueue_controller.USER)
+    async with running_node(
+        plane,
+        installed,
+        admin,
+        namespace,
+        workdir,
+        gpus_per_node=gpus_per_node,
+        users=(kueue_controller.USER,),
+    ) as (flow, policy, real):
+        await _queues(admin, flow, policy, gpus=gpus_per_node)
+        kueue = kueue_controller.Kueue(cast(server.ApiServer, real), stop_wait=60.0)
+        try:
+            await kueue.start()
+
+            async def plumbing() -> bool:  # the webhook's caches see the labelled queue
+                dry = await admin.create(
+                    resources.JOBS,
+                    flow.job("probe", priority=f"low-{flow.tag}", steps=1),
+                    namespace=namespace,
+                    dry_run=True,
+                )
+                return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
+
+            await eventually(plumbing, within=WAIT, what="the webhook plumbing the queue's Jobs")
+            yield flow
+        finally:
+            await kueue.stop()
 
 
 async def test_a_kueue_preemption_is_checkpointed_readmitted_and_restored(
@@ -497,7 +528,7 @@ def _index(pod: Obj) -> str:
     return str(pod["metadata"]["annotations"][keys.JOB_COMPLETION_INDEX_ANNOTATION])
 
 
-def _restore_member(pod: Obj) -> str | None:
+def restore_member(pod: Obj) -> str | None:
     for container in pod["spec"].get("initContainers") or []:
         for env in container.get("env") or []:
             if env["name"] == "KONTINUE_RESTORE_MEMBER":
@@ -548,7 +579,7 @@ async def test_issue_19_preempt_one_then_evict_all_each_index_restores_its_own(
         )
         assert _index(second_hit) == hit
         assert f"RESTORED step={saved_hit} " in flow.log(second_hit)
-        assert _restore_member(second_hit) == f"index={hit}"
+        assert restore_member(second_hit) == f"index={hit}"
 
         # 2. Kueue evicts the whole Workload for a 2-GPU Job: one set of both identities.
         running = {hit: second_hit, kept: first[kept]}
@@ -588,6 +619,6 @@ async def test_issue_19_preempt_one_then_evict_all_each_index_restores_its_own(
                 resources.PODS, successor["metadata"]["name"], namespace=namespace
             )
             assert pod["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == evicted.name
-            assert _restore_member(pod) == f"index={index}"
+            assert restore_member(pod) == f"index={index}"
         job = await admin.get(resources.JOBS, flow.low, namespace=namespace)
         assert not (job.get("status") or {}).get("failed"), job["status"]
