@@ -281,10 +281,16 @@ def proc_status(pid: int) -> dict[str, int]:
     return found
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of ``pid`` so far (/proc/<pid>/stat fields 14 and 15)."""
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU time of ``pid`` so far (/proc/<pid>/stat fields 14 and 15)."""
     fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far."""
+    return sum(cpu_split(pid))
 
 
 class BridgeProcess:
@@ -445,7 +451,7 @@ async def one_size(pods: int, args: argparse.Namespace) -> Obj:
                 if workloads and args.evictions + args.burst:
                     sampler = _sampler(pid, args.sample) if args.sample and not early else None
                     try:
-                        result.update(await reaction(filled, pid, args))
+                        result.update(await reaction(filled, pid, args, bridge.url))
                     finally:
                         if sampler is not None:
                             sampler.send_signal(signal.SIGINT)
@@ -473,7 +479,19 @@ def _sampler(pid: int, out: pathlib.Path) -> subprocess.Popen[bytes]:
     )
 
 
-async def reaction(filled: Filled, pid: int, args: argparse.Namespace) -> Obj:
+async def keys_handled(url: str) -> float:
+    """Keys the bridge has handled so far: the sum of its per-kind reconcile counts on
+    ``/metrics`` (``kontinue_bridge_reconcile_duration_seconds_count``)."""
+    async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as response:
+        text = await response.text()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("kontinue_bridge_reconcile_duration_seconds_count")
+    )
+
+
+async def reaction(filled: Filled, pid: int, args: argparse.Namespace, url: str) -> Obj:
     """``--rounds`` rounds of (spread evictions, then a burst), each on fresh Workloads, then
     the sustained runs at ``--rate`` evictions/s, Workloads recycled (benchmarks/sustained.py)."""
     names = sorted(filled.admitted)
@@ -495,7 +513,7 @@ async def reaction(filled: Filled, pid: int, args: argparse.Namespace) -> Obj:
             names = names[len(spread) + len(burst) :]
             if not spread and not burst:
                 break
-            one = await _round(filled, pid, watcher, written, spread, burst, args.interval)
+            one = await _round(filled, pid, url, watcher, written, spread, burst, args.interval)
             rounds.append(one)
         if args.rate and args.sustain and args.sustain_runs:
             result["sustained"] = await _sustained(filled, pid, watcher, names, args)
@@ -560,21 +578,28 @@ async def _spread(
 async def _round(
     filled: Filled,
     pid: int,
+    url: str,
     watcher: Watcher,
     written: dict[str, float],
     spread: list[str],
     burst: list[str],
     interval: float,
 ) -> Obj:
+    keys_before = await keys_handled(url)
     cpu_before = cpu_seconds(pid)
+    system_before = cpu_split(pid)[1]
     spread_start = time.perf_counter()
     write_ms = await _spread(filled, spread, interval, written)
     _note("spread written")
     await watcher.wait_for(spread, within=30)
     _note(f"spread seen: {sum(n in watcher.seen for n in spread)}/{len(spread)}")
     spread_cpu = cpu_seconds(pid) - cpu_before
+    spread_system = cpu_split(pid)[1] - system_before
     spread_s = time.perf_counter() - spread_start
-    await asyncio.sleep(1.0)  # let the bridge settle before the burst
+    await asyncio.sleep(1.0)  # let the bridge settle before the burst: the work that follows
+    # the last Checkpoint (status, member pods, Events) is in the "incl. 1 s after" figures
+    spread_all_cpu = cpu_seconds(pid) - cpu_before
+    spread_keys = await keys_handled(url) - keys_before
 
     async def one(name: str) -> None:
         written[name] = time.perf_counter()
@@ -598,6 +623,9 @@ async def _round(
         "spread": latencies(spread),
         "spread_n": len(spread),
         "spread_cpu_ms": spread_cpu * 1000 / max(1, len(spread)),
+        "spread_system_ms": spread_system * 1000 / max(1, len(spread)),
+        "spread_all_cpu_ms": spread_all_cpu * 1000 / max(1, len(spread)),
+        "spread_keys": spread_keys / max(1, len(spread)),
         "spread_s": spread_s,
         "burst_cpu_ms": burst_cpu * 1000 / max(1, len(burst)),
         "write_ms": write_ms,
@@ -724,6 +752,19 @@ def targets(r: Obj) -> None:
     print(
         f"    of which idle: the bridge spends {idle:.1f} ms of CPU per second doing nothing"
         f" (Lease, bookmarks); net of it, median {net:.1f} ms per eviction"
+    )
+    system = statistics.median(x["spread_system_ms"] for x in rounds)
+    print(
+        "    of which in the kernel (system time: sockets, epoll, wake-ups) = "
+        + " / ".join(f"{x['spread_system_ms']:.1f}" for x in rounds)
+        + f" ms, median {system:.1f} ms per eviction"
+    )
+    spread_all = statistics.median(x["spread_all_cpu_ms"] for x in rounds)
+    print(
+        "    bridge CPU per eviction (spread, incl. 1 s after) = "
+        + " / ".join(f"{x['spread_all_cpu_ms']:.1f}" for x in rounds)
+        + f" ms, median {spread_all:.1f} ms; keys handled per eviction "
+        + " / ".join(f"{x['spread_keys']:.1f}" for x in rounds)
     )
     print(
         "    bridge CPU per eviction (burst, incl. 1 s after) = "

@@ -29,19 +29,25 @@ def main() -> None:
     profiler = cProfile.Profile(time.process_time)
     gc_seconds = [0.0, 0.0]  # total, start of the current collection
     collections = [0]
+    by_generation = [[0, 0.0] for _ in range(3)]  # collections, seconds
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             gc_seconds[1] = time.process_time()
         else:
-            gc_seconds[0] += time.process_time() - gc_seconds[1]
+            spent = time.process_time() - gc_seconds[1]
+            gc_seconds[0] += spent
             collections[0] += 1
+            by_generation[info["generation"]][0] += 1
+            by_generation[info["generation"]][1] += spent
 
     def restart(signum: int, frame: object) -> None:
         profiler.disable()
         profiler.clear()
         gc_seconds[0] = 0.0
         collections[0] = 0
+        for one in by_generation:
+            one[:] = [0, 0.0]
         profiler.enable()
 
     gc.callbacks.append(on_gc)
@@ -53,7 +59,12 @@ def main() -> None:
         profiler.disable()
         profiler.dump_stats(out)
         pathlib.Path(out + ".gc").write_text(
-            f"gc: {collections[0]} collections, {gc_seconds[0]:.3f} s of CPU\n"
+            f"gc: {collections[0]} collections, {gc_seconds[0]:.3f} s of CPU"
+            + "".join(
+                f"; generation {g}: {n} collections, {t:.3f} s"
+                for g, (n, t) in enumerate(by_generation)
+            )
+            + "\n"
         )
 
 
