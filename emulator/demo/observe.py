@@ -201,13 +201,15 @@ class Recorder:
             status = cp.get("status") or {}
             if status.get("phase") == "Failed":
                 continue
+            # by pod UID: a Volcano pod reuses its predecessor's name (results recorded before
+            # ``podUid`` existed carry only the name)
             carried = {
-                m.get("podName")
+                m.get("podUid") or m.get("podName")
                 for m in status.get("members") or []
                 if m.get("state") == "CarriedForward"
             }
             for member in cp["spec"]["members"]:
-                if member.get("podName") not in carried:
+                if not {member["podUid"], member.get("podName")} & carried:
                     by_member[member["podUid"]] = cp["metadata"]["name"]
         earlier = sorted(
             (

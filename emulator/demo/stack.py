@@ -52,6 +52,14 @@ class Stack:
     def admin(self) -> Any:
         return self.cluster.client()
 
+    async def freeze(self) -> None:
+        """Stop the cluster's progress at the end of a run: every kubelet stops (its containers
+        are killed, no pod status is written any more; their logs stay readable). What the pods'
+        statuses say, which the bridge's ``/metrics`` and the demo's recorder both count from
+        (a restore is counted when the restore init container's exit is written), can then no
+        longer change, so the two can be compared (emulator/demo/scrape.py)."""
+        await asyncio.gather(*(k.stop() for k in self.cluster.kubelets.values()))
+
 
 async def _eventually(check: Any, *, within: float, what: str) -> None:
     loop = asyncio.get_running_loop()

@@ -91,7 +91,15 @@ def job(
     system: str, batch: Obj, *, role: timeline.Role, index: int = 0
 ) -> tuple[resources.Resource, Obj]:
     """The demo's ``batch/v1`` Job ``batch`` as ``system`` runs it: itself, or a one-task
-    Volcano Job with its pod template; ``index`` alternates a priority vcjob's queue."""
+    Volcano Job with its pod template, one replica per pod of ``batch`` (its ``parallelism``:
+    a 2-pod Indexed Job becomes task ``train`` with 2 replicas, identities ``task=train,index=0``
+    and ``index=1``, kontinue/identity.py); ``index`` alternates a priority vcjob's queue.
+
+    ``minAvailable`` stays 1: Volcano's gang plugin never preempts a job below its
+    ``minAvailable`` (volcano-sh/volcano pkg/scheduler/plugins/gang/gang.go ``preemptableFn``),
+    so a gang of every replica would never be evicted, and the emulation does not copy that
+    protection (emulator/volcano/victims.py); with 1, a session may evict one pod of the pair
+    and a later session the other, as upstream does."""
     if system != VOLCANO:
         return resources.JOBS, batch
     template = copy.deepcopy(batch["spec"]["template"])
@@ -102,7 +110,9 @@ def job(
         batch["metadata"]["name"],
         batch["metadata"]["namespace"],
         queue=PROD if priority and index % 2 == 0 else SCAVENGE,
-        tasks=[objects.task("train", template)],
+        tasks=[
+            objects.task("train", template, replicas=int(batch["spec"].get("parallelism") or 1))
+        ],
         priority=role.value,
         policies=[] if priority else SCAVENGER_POLICIES,
     )

@@ -19,6 +19,10 @@ from emulator.demo import metrics, report, scenario, scrape, systems, timeline
 
 OPTIONS = scenario.Options(seed=3, duration=30.0, burst_every=9.0, rate=5.0, grace_seconds=6)
 SOURCE = {systems.VOLCANO: "Volcano", systems.SCHEDULER: "Scheduler"}
+PAIR = {
+    systems.VOLCANO: {"task=train,index=0", "task=train,index=1"},
+    systems.SCHEDULER: {"index=0", "index=1"},
+}
 
 
 @pytest.mark.parametrize("system", [systems.VOLCANO, systems.SCHEDULER])
@@ -55,11 +59,23 @@ async def test_a_short_demo_per_queue_system(tmp_path: Path, system: str) -> Non
     assert ours.restores == len(due)
     assert ours.restores_from_newest >= len(due) - raced
     assert theirs.restores == 0
+    # the bridge's /metrics, compared once the cluster is frozen (stack.Stack.freeze), agree
+    # with the table, and there is something to agree on
     assert "agrees with the table" in scrape.summary(ours_run)
-    # issue 19: no pod was handed another identity's state (the multi-pod scavenger included)
+    ran = [p for p in ours_run.pods if p.restored_from and p.restore_exit == 0]
+    assert ours_run.bridge_restores["restored"] == len(ran) > 0
+    # issue 19: the multi-pod scavenger (the last, scenario.Options.pairs) ran as two
+    # identities — a 2-pod Indexed Job, or on Volcano a vcjob task of 2 replicas whose pods keep
+    # their names across incarnations — and no pod was handed another identity's state, judged
+    # from the restored directories' own manifests (the trainer's RESTORED line) and the
+    # restore exit codes
+    pair = [p for p in ours_run.pods if p.job == "scavenger-6"]
+    assert {p.identity for p in pair} == PAIR[system], pair
+    assert all(p.restored_member == p.identity for p in ran if p.first_step), ran
+    assert ours.multi_pod_restores == sum(1 for p in pair if p.restored_from)
+    if system == systems.VOLCANO:  # issue 19: the Volcano count is not vacuous
+        assert ours.multi_pod_restores > 0, pair
     assert ours.wrong_identity_restores == 0
-    if system == systems.SCHEDULER:  # scenario.Options.pairs: not on Volcano yet
-        assert any(p.identity == "index=1" for p in ours_run.pods), "no multi-pod scavenger"
     table = report.table([ours, theirs])
     assert "scavenger work thrown away" in table
     assert "with Kontinue" in table
