@@ -19,8 +19,9 @@ no other test's pending pod lands on them.
    holds; the real scheduler sets ``DisruptionTarget`` (``PreemptionByScheduler``) and deletes
    it; the bridge checkpoints it, the podFailurePolicy the webhook added ignores the failure, the
    job controller creates the replacement (after its pod-failure backoff) and it restores.
-3. Issue 19's timeline (a 2-pod Indexed Job): preempt one index, then evict all, then readmit;
-   every pod restores its own identity's newest member.
+
+Issue 19's proofs on this tier (member identity, consistency, carried-forward members, JobSets)
+use this flow from tests/realcp/test_member_identity.py.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class Flow:
         self.queue = "team"
         self.taint = {"key": "kontinue.dev/realcp-flow", "value": tag, "effect": "NoSchedule"}
         self.node_label = {"kontinue.dev/realcp-flow": tag}
+        self.nodes = [f"node-{tag}"]
 
     def pod_spec(self, *, priority: str, steps: int, save_seconds: float) -> Obj:
         return {
@@ -333,32 +335,42 @@ async def running_node(
     workdir: Path,
     *,
     gpus_per_node: int = 1,
+    gpus_of_nodes: tuple[int, ...] = (),
+    consistency: str | None = None,
     users: tuple[str, ...] = (),
 ) -> AsyncIterator[tuple[Flow, str, emulated.RealApi]]:
     """What every flow of this tier needs, whatever its queue system: one tainted node of
-    ``gpus_per_node`` GPUs run by the emulated kubelet against ``plane``, a hostPath
-    CheckpointPolicy, and the bridge, ready. Yields the :class:`Flow`, the policy's name, and
-    the :class:`emulated.RealApi` the queue system's emulation acts through (``users``: its
-    identities, besides the kubelet's)."""
+    ``gpus_per_node`` GPUs run by the emulated kubelet against ``plane`` (or one node per entry
+    of ``gpus_of_nodes``, the first named ``node-<tag>``, the others ``node-<tag>-<i>``), a
+    hostPath CheckpointPolicy (``consistency``: its ``spec.restore.consistency``; unset: the
+    default, ``coupled``), and the bridge, ready. Yields the :class:`Flow`, the policy's name,
+    and the :class:`emulated.RealApi` the queue system's emulation acts through (``users``: its
+    identities, besides the kubelets')."""
     tag = secrets.token_hex(3)
-    spec = nodes.NodeSpec(
-        f"node-{tag}",
-        gpu=gpus.GpuProfile(count=gpus_per_node),
-        labels={"kontinue.dev/realcp-flow": tag},
-        taints=({"key": "kontinue.dev/realcp-flow", "value": tag, "effect": "NoSchedule"},),
-    )
-    real = await emulated.RealApi(plane, [*users, spec.user]).open()
+    specs = [
+        nodes.NodeSpec(
+            f"node-{tag}-{i}" if i else f"node-{tag}",
+            gpu=gpus.GpuProfile(count=count),
+            labels={"kontinue.dev/realcp-flow": tag},
+            taints=({"key": "kontinue.dev/realcp-flow", "value": tag, "effect": "NoSchedule"},),
+        )
+        for i, count in enumerate(gpus_of_nodes or (gpus_per_node,))
+    ]
+    real = await emulated.RealApi(plane, [*users, *(spec.user for spec in specs)]).open()
     bridge = processes.start_bridge(installed)
     installed.programs["bridge"] = bridge
     # RealApi stands where the emulator takes its ApiServer (it offers ``client(user)``).
     c = cluster.Cluster(
-        nodes=[spec], workdir=workdir, components={"kubelet"}, api=cast(server.ApiServer, real)
+        nodes=specs, workdir=workdir, components={"kubelet"}, api=cast(server.ApiServer, real)
     )
     try:
         await c.start()
-        await _lift_not_ready_taint(admin, spec.name)
+        for spec in specs:
+            await _lift_not_ready_taint(admin, spec.name)
         flow = Flow(c, admin, namespace, tag)
+        flow.nodes = [spec.name for spec in specs]
         policy = f"hostpath-{tag}"
+        restore = {"restore": {"consistency": consistency}} if consistency else {}
         await admin.create(
             resources.CHECKPOINT_POLICIES,
             {
@@ -368,6 +380,7 @@ async def running_node(
                 "spec": {
                     "storage": {"hostPath": {"path": f"/var/kontinue-{tag}"}, "mountPath": "/ckpt"},
                     "minGracePeriodSeconds": GRACE,
+                    **restore,
                 },
             },
         )
@@ -377,8 +390,9 @@ async def running_node(
         yield flow, policy, real
     finally:
         await c.stop()
-        with contextlib.suppress(errors.NotFound):
-            await admin.delete(resources.NODES, spec.name)
+        for spec in specs:
+            with contextlib.suppress(errors.NotFound):
+                await admin.delete(resources.NODES, spec.name)
         await real.close()
 
 
@@ -391,8 +405,11 @@ async def running_flow(
     workdir: Path,
     *,
     gpus_per_node: int = 1,
+    gpus_of_nodes: tuple[int, ...] = (),
+    consistency: str | None = None,
 ) -> AsyncIterator[Flow]:
-    """:func:`running_node` with the emulated Kueue and an opted-in ClusterQueue."""
+    """:func:`running_node` with the emulated Kueue and an opted-in ClusterQueue, whose GPU
+    quota is the nodes' GPUs."""
     plane.kubectl("apply", "--server-side", "-f", str(KUEUE_EMULATION_CRDS))
     await emulated.grant(admin, kueue_controller.USER)
     async with running_node(
@@ -402,9 +419,11 @@ async def running_flow(
         namespace,
         workdir,
         gpus_per_node=gpus_per_node,
+        gpus_of_nodes=gpus_of_nodes,
+        consistency=consistency,
         users=(kueue_controller.USER,),
     ) as (flow, policy, real):
-        await _queues(admin, flow, policy, gpus=gpus_per_node)
+        await _queues(admin, flow, policy, gpus=sum(gpus_of_nodes or (gpus_per_node,)))
         kueue = kueue_controller.Kueue(cast(server.ApiServer, real), stop_wait=60.0)
         try:
             await kueue.start()
@@ -524,101 +543,10 @@ def _evicted(wl: Obj) -> bool:
     )
 
 
-def _index(pod: Obj) -> str:
-    return str(pod["metadata"]["annotations"][keys.JOB_COMPLETION_INDEX_ANNOTATION])
-
-
 def restore_member(pod: Obj) -> str | None:
+    """``KONTINUE_RESTORE_MEMBER`` of the pod's restore init container, if it restores."""
     for container in pod["spec"].get("initContainers") or []:
         for env in container.get("env") or []:
             if env["name"] == "KONTINUE_RESTORE_MEMBER":
                 return str(env.get("value"))
     return None
-
-
-async def test_issue_19_preempt_one_then_evict_all_each_index_restores_its_own(
-    scheduler: controlplane.ControlPlane,
-    kontinue: processes.Installed,
-    admin: api.Api,
-    namespace: str,
-    tmp_path: Path,
-) -> None:
-    """Issue 19's timeline for a 2-pod Indexed Job (policy default: ``coupled``): kube-scheduler
-    preempts one index (a partial set of that identity only), later Kueue evicts the Workload
-    (a set of both), then readmission: every pod resumes from its own identity's newest state."""
-    async with running_flow(
-        scheduler, kontinue, admin, namespace, tmp_path, gpus_per_node=2
-    ) as flow:
-        low = flow.job(flow.low, priority=f"low-{flow.tag}", steps=100000, pods=2)
-        await admin.create(resources.JOBS, low, namespace=namespace)
-        first = {
-            _index(p): p
-            for p in [
-                await flow.running_pod(flow.low, min_step=5, exclude=set()),
-            ]
-        }
-
-        async def both_running() -> bool:
-            for pod in await flow.pods_of(flow.low):
-                if PROGRESS.findall(flow.log(pod)):
-                    first.setdefault(_index(pod), pod)
-            return len(first) == 2
-
-        await flow.until(both_running, "both indexes running")
-
-        # 1. kube-scheduler preempts one index for a pod outside Kueue.
-        await flow.run_urgent_pod()
-        (partial,) = await flow.checkpoints()
-        (victim_member,) = partial.spec.members
-        hit = next(i for i, p in first.items() if p["metadata"]["uid"] == victim_member.pod_uid)
-        kept = "1" if hit == "0" else "0"
-        assert victim_member.identity == f"index={hit}"
-        saved_hit = max(int(s) for s in PROGRESS.findall(flow.log(first[hit])))
-        second_hit = await flow.running_pod(
-            flow.low, min_step=saved_hit + 1, exclude={p["metadata"]["uid"] for p in first.values()}
-        )
-        assert _index(second_hit) == hit
-        assert f"RESTORED step={saved_hit} " in flow.log(second_hit)
-        assert restore_member(second_hit) == f"index={hit}"
-
-        # 2. Kueue evicts the whole Workload for a 2-GPU Job: one set of both identities.
-        running = {hit: second_hit, kept: first[kept]}
-        high = flow.job(f"{flow.high}-job", priority=f"high-{flow.tag}", steps=5, pods=2)
-        await admin.create(resources.JOBS, high, namespace=namespace)
-
-        async def high_complete() -> bool:
-            job = await admin.get(resources.JOBS, f"{flow.high}-job", namespace=namespace)
-            return cluster.job_condition("Complete")(job)
-
-        await flow.until(high_complete, "the high-priority Job Complete")
-        whole = [cp for cp in await flow.checkpoints() if cp.name != partial.name]
-        (evicted,) = whole
-        assert evicted.status.phase is checkpoint.Phase.SUCCEEDED, evicted.status
-        assert sorted(m.identity for m in evicted.spec.members) == ["index=0", "index=1"]
-        saved = {
-            index: max(int(s) for s in PROGRESS.findall(flow.log(pod)))
-            for index, pod in running.items()
-        }
-
-        # 3. Readmission: each index restores its own member of the newest set.
-        seen = {p["metadata"]["uid"] for p in [*first.values(), second_hit]}
-        for index in ("0", "1"):
-            successor: Obj = {}
-
-            async def restored(index: str = index, successor: Obj = successor) -> bool:
-                for pod in await flow.pods_of(flow.low):
-                    if pod["metadata"]["uid"] in seen or _index(pod) != index:
-                        continue
-                    if f"RESTORED step={saved[index]} " in flow.log(pod):
-                        successor.update(pod)
-                        return True
-                return False
-
-            await flow.until(restored, f"index {index} restored from step {saved[index]}")
-            pod = await admin.get(
-                resources.PODS, successor["metadata"]["name"], namespace=namespace
-            )
-            assert pod["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == evicted.name
-            assert restore_member(pod) == f"index={index}"
-        job = await admin.get(resources.JOBS, flow.low, namespace=namespace)
-        assert not (job.get("status") or {}).get("failed"), job["status"]
