@@ -12,7 +12,10 @@ starts the next pass). The phases are the upstream controllers:
    ``QuotaReserved=False(PendingEvaluation)``, ``Admitted=False(NoReservation)``, admission
    cleared) in one status apply; when the Workload is Admitted and the Job suspended, start it
    (one patch: ``suspend=false`` + pod-set info, Event ``Started``; a merge conflict finishes the
-   Workload with ``FailedToStart``); a running Job without admission is stopped.
+   Workload with ``FailedToStart``); a running Job without admission is stopped. With
+   ``jobsets=True`` the same steps for JobSets (emulator/kueue/jobsets.py): one pod set per
+   replicated Job, stop = suspend the JobSet (its controller suspends the child Jobs), quota
+   released once no replicated Job has an active child.
 2. workload controller (``pkg/controller/core/workload_controller.go``): admission check states
    added as ``Pending`` for the ClusterQueue's checks (``syncAdmissionCheckConditions``);
    ``Admitted=True`` (Event ``Admitted``) once quota is reserved and every check is Ready.
@@ -43,8 +46,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +57,7 @@ import yaml
 from emulator import informer
 from emulator.apiserver import server
 from emulator.kueue import conditions, events, podsets, quota, webhook, workloads
+from emulator.kueue import jobsets as jobsets_module
 from kontinue import keys
 from kontinue.kube import errors, resources
 
@@ -142,6 +147,7 @@ class _Snapshot:
 
     def __init__(self, lists: dict[str, list[Object]]) -> None:
         self.jobs = lists["jobs"]
+        self.jobsets = lists.get("jobsets") or []
         self.workloads = lists["workloads"]
         self.cluster_queues = _by_name(lists["clusterqueues"])
         self.local_queues = {
@@ -174,6 +180,24 @@ class _Snapshot:
         return True
 
 
+@dataclasses.dataclass(frozen=True)
+class _Generic:
+    """What ``ReconcileGenericJob`` asks of a job (``jobframework.GenericJob``)."""
+
+    obj: Object
+    finished: tuple[bool, str] | None
+    """``(succeeded, message)`` once the job finished."""
+    suspended: bool
+    active: bool
+    """Pods still running (``IsActive``): an evicted Workload keeps its quota until none."""
+    workload: Callable[[int, Object | None], Object]
+    """The Workload to create, given the priority value and ``priorityClassRef``."""
+    stop: Callable[[Object, str], Awaitable[None]]
+    start: Callable[[Object], Awaitable[None]]
+    priority_source: Object | None = None
+    """What :func:`workloads.priority` reads, if not ``obj``."""
+
+
 class Kueue:
     """``async with Kueue(api):`` runs the emulated Kueue (CRDs must be installed first)."""
 
@@ -183,8 +207,12 @@ class Kueue:
         *,
         stop_wait: float = 2.0,
         webhook_enabled: bool = True,
+        jobsets: bool = False,
     ) -> None:
+        """``jobsets``: also run the JobSet integration (emulator/kueue/jobsets.py; the JobSet
+        CRD must be installed)."""
         self.api = api
+        self.watched = (*_WATCHED, jobsets_module.JOBSETS) if jobsets else _WATCHED
         self.client = api.client(USER)
         self.stop_wait = stop_wait
         self._webhook = webhook.JobWebhook(api) if webhook_enabled else None
@@ -202,7 +230,7 @@ class Kueue:
     async def start(self) -> None:
         if self._webhook is not None:
             await self._webhook.start()
-        for resource in _WATCHED:
+        for resource in self.watched:
             self._tasks.append(asyncio.create_task(self._watch(resource)))
         self._tasks.append(asyncio.create_task(self._loop()))
 
@@ -285,8 +313,9 @@ class Kueue:
             "admissionchecks",
             "priorityclasses",
             "workloadpriorityclasses",
-        )
-        listed = await asyncio.gather(*(self._list(r) for r in _WATCHED))
+            "jobsets",
+        )[: len(self.watched)]
+        listed = await asyncio.gather(*(self._list(r) for r in self.watched))
         snap = _Snapshot(dict(zip(names, listed, strict=True)))
         if await self._jobs(snap):
             return
@@ -299,7 +328,7 @@ class Kueue:
     async def _jobs(self, snap: _Snapshot) -> bool:
         by_owner: dict[str, Object] = {}
         for wl in snap.workloads:
-            owner = workloads.owner_job(wl)
+            owner = workloads.owner_job(wl) or workloads.owner_of(wl, jobsets_module.is_jobset_ref)
             if owner is not None:
                 by_owner[owner["uid"]] = wl
         wrote = False
@@ -307,63 +336,139 @@ class Kueue:
             if workloads.queue_name(job) is None:
                 continue
             wrote |= await self._job(job, by_owner.get(job["metadata"]["uid"]), snap)
+        for jobset in snap.jobsets:
+            if workloads.queue_name(jobset) is None:
+                continue
+            wrote |= await self._jobset(jobset, by_owner.get(jobset["metadata"]["uid"]), snap)
         return wrote
+
+    async def _stop_jobset(self, jobset: Object, wl: Object, message: str) -> None:
+        patch = jobsets_module.stop_patch(jobset, wl)
+        meta = jobset["metadata"]
+        await self.client.patch(
+            jobsets_module.JOBSETS,
+            meta["name"],
+            patch,
+            content_type=MERGE,
+            namespace=meta["namespace"],
+        )
+        await self._event(jobset, "Stopped", message)
+
+    async def _start_jobset(self, jobset: Object, wl: Object, snap: _Snapshot) -> None:
+        meta = jobset["metadata"]
+        try:
+            infos = podsets.for_start(wl, flavors=snap.flavors, local_queue=wl["spec"]["queueName"])
+            patch = jobsets_module.start_patch(jobset, infos)
+        except (podsets.Conflict, KeyError) as exc:
+            conditions.set_condition(
+                wl, conditions.FINISHED, "True", conditions.REASON_FAILED_TO_START, str(exc)
+            )
+            await self._apply_status(wl)
+            return
+        await self.client.patch(
+            jobsets_module.JOBSETS,
+            meta["name"],
+            patch,
+            content_type=MERGE,
+            namespace=meta["namespace"],
+        )
+        cq = wl["status"]["admission"]["clusterQueue"]
+        await self._event(jobset, "Started", f"Admitted by clusterQueue {cq}")
 
     async def _job(self, job: Object, wl: Object | None, snap: _Snapshot) -> bool:
         meta = job["metadata"]
         finished = _job_finished(job)
+        stopping = (meta.get("annotations") or {}).get(STOPPING_ANNOTATION) == "true"
+        ok = finished is not None and finished["type"] == "Complete"
+        message = "Job finished successfully" if ok else str((finished or {}).get("message") or "")
+        return await self._generic(
+            _Generic(
+                obj=job,
+                finished=None if finished is None else (ok, message),
+                suspended=bool((job.get("spec") or {}).get("suspend")) and not stopping,
+                active=int((job.get("status") or {}).get("active") or 0) > 0,
+                workload=lambda value, ref: workloads.for_job(
+                    job, priority_value=value, priority_class_ref=ref
+                ),
+                stop=lambda wl, message: self._stop(job, wl, message),
+                start=lambda wl: self._start(job, wl, snap),
+            ),
+            wl,
+            snap,
+        )
+
+    async def _jobset(self, jobset: Object, wl: Object | None, snap: _Snapshot) -> bool:
+        """A JobSet (emulator/kueue/jobsets.py): no ``startTime`` or ``stopping`` handling,
+        which the JobSet controller does for its child Jobs."""
+        done = jobsets_module.finished(jobset)
+        return await self._generic(
+            _Generic(
+                obj=jobset,
+                finished=None
+                if done is None
+                else (done["type"] == "Completed", str(done.get("message") or "")),
+                suspended=bool(jobset["spec"].get("suspend")),
+                active=jobsets_module.is_active(jobset),
+                workload=lambda value, ref: jobsets_module.for_jobset(
+                    jobset, priority_value=value, priority_class_ref=ref
+                ),
+                stop=lambda wl, message: self._stop_jobset(jobset, wl, message),
+                start=lambda wl: self._start_jobset(jobset, wl, snap),
+                priority_source=jobsets_module.as_job(jobset),
+            ),
+            wl,
+            snap,
+        )
+
+    async def _generic(self, job: _Generic, wl: Object | None, snap: _Snapshot) -> bool:
+        """``ReconcileGenericJob`` for one Job or JobSet and its Workload (if any)."""
+        meta = job.obj["metadata"]
         if wl is None:
-            if finished is not None:
+            if job.finished is not None:
                 return False
             value, ref = workloads.priority(
-                job,
+                job.priority_source or job.obj,
                 workload_priority_classes=snap.workload_priority_classes,
                 priority_classes=snap.priority_classes,
             )
-            created = await self.client.create(
-                resources.WORKLOADS,
-                workloads.for_job(job, priority_value=value, priority_class_ref=ref),
-            )
+            created = await self.client.create(resources.WORKLOADS, job.workload(value, ref))
             await self._event(
-                job,
+                job.obj,
                 "CreatedWorkload",
                 f"Created Workload: {meta['namespace']}/{created['metadata']['name']}",
             )
             return True
         if conditions.is_true(wl, conditions.FINISHED):
             return False
-        if finished is not None:
-            ok = finished["type"] == "Complete"
+        if job.finished is not None:
+            ok, message = job.finished
             conditions.set_condition(
                 wl,
                 conditions.FINISHED,
                 "True",
                 conditions.REASON_SUCCEEDED if ok else conditions.REASON_FAILED,
-                "Job finished successfully" if ok else str(finished.get("message") or ""),
+                message,
             )
             await self._apply_status(wl)
             return True
-        stopping = (meta.get("annotations") or {}).get(STOPPING_ANNOTATION) == "true"
-        suspended = bool((job.get("spec") or {}).get("suspend")) and not stopping
         evicted = conditions.find(
             wl["status"].get("conditions") if wl.get("status") else None, conditions.EVICTED
         )
         if evicted is not None and evicted.get("status") == "True":
-            if not suspended:
-                await self._stop(job, wl, str(evicted.get("message") or ""))
+            if not job.suspended:
+                await job.stop(wl, str(evicted.get("message") or ""))
                 return True
-            active = int((job.get("status") or {}).get("active") or 0)
-            if conditions.is_true(wl, conditions.QUOTA_RESERVED) and active == 0:
+            if conditions.is_true(wl, conditions.QUOTA_RESERVED) and not job.active:
                 await self._release(wl, evicted)
                 return True
             return False
         if conditions.is_true(wl, conditions.ADMITTED):
-            if suspended:
-                await self._start(job, wl, snap)
+            if job.suspended:
+                await job.start(wl)
                 return True
             return False
-        if not suspended and not conditions.is_true(wl, conditions.QUOTA_RESERVED):
-            await self._stop(job, wl, "Not admitted by cluster queue")
+        if not job.suspended and not conditions.is_true(wl, conditions.QUOTA_RESERVED):
+            await job.stop(wl, "Not admitted by cluster queue")
             return True
         return False
 

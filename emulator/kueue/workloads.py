@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from emulator import owners
@@ -27,10 +27,10 @@ POD_SET = "main"
 _MAX_PREFIX = 253 - 1 - 5
 
 
-def name_for(job_name: str, job_uid: str) -> str:
-    """``GetWorkloadNameForOwnerWithGVK`` for a batch/v1 Job."""
-    digest = hashlib.sha1(f"Job\nbatch\n{job_name}\n{job_uid}".encode()).hexdigest()
-    return f"{f'job-{job_name}'[:_MAX_PREFIX]}-{digest[:5]}"
+def name_for(job_name: str, job_uid: str, *, kind: str = "Job", group: str = "batch") -> str:
+    """``GetWorkloadNameForOwnerWithGVK`` (a batch/v1 Job unless ``kind``/``group`` say)."""
+    digest = hashlib.sha1(f"{kind}\n{group}\n{job_name}\n{job_uid}".encode()).hexdigest()
+    return f"{f'{kind.lower()}-{job_name}'[:_MAX_PREFIX]}-{digest[:5]}"
 
 
 def queue_name(job: Object) -> str | None:
@@ -113,6 +113,15 @@ def owner_job(wl: Object) -> Object | None:
             and ref.get("apiVersion") == "batch/v1"
             and ref.get("controller")
         ):
+            found: Object = ref
+            return found
+    return None
+
+
+def owner_of(wl: Object, matches: Callable[[Object], bool]) -> Object | None:
+    """The Workload's controller reference, if ``matches`` accepts it."""
+    for ref in (wl.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and matches(ref):
             found: Object = ref
             return found
     return None

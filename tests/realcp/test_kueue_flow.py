@@ -42,7 +42,7 @@ from emulator.kueue import controller as kueue_controller
 from kontinue import keys
 from kontinue.kube import api, errors, resources
 from kontinue.models import checkpoint
-from tests.realcp import controlplane, emulated, processes
+from tests.realcp import controlplane, emulated, jobset, processes
 from tests.waiting import eventually
 
 Obj = dict[str, Any]
@@ -407,11 +407,16 @@ async def running_flow(
     gpus_per_node: int = 1,
     gpus_of_nodes: tuple[int, ...] = (),
     consistency: str | None = None,
+    jobsets: bool = False,
 ) -> AsyncIterator[Flow]:
     """:func:`running_node` with the emulated Kueue and an opted-in ClusterQueue, whose GPU
-    quota is the nodes' GPUs."""
+    quota is the nodes' GPUs; ``jobsets``: the upstream JobSet CRD installed and the emulated
+    Kueue's JobSet integration on (emulator/kueue/jobsets.py; the test plays the JobSet
+    controller: tests/realcp/jobset.py)."""
     plane.kubectl("apply", "--server-side", "-f", str(KUEUE_EMULATION_CRDS))
     await emulated.grant(admin, kueue_controller.USER)
+    if jobsets:
+        jobset.install_crd(plane)
     async with running_node(
         plane,
         installed,
@@ -424,7 +429,9 @@ async def running_flow(
         users=(kueue_controller.USER,),
     ) as (flow, policy, real):
         await _queues(admin, flow, policy, gpus=sum(gpus_of_nodes or (gpus_per_node,)))
-        kueue = kueue_controller.Kueue(cast(server.ApiServer, real), stop_wait=60.0)
+        kueue = kueue_controller.Kueue(
+            cast(server.ApiServer, real), stop_wait=60.0, jobsets=jobsets
+        )
         try:
             await kueue.start()
 

@@ -21,6 +21,8 @@ Which test proves which of the issue's cases:
   unschedulable (the real kube-scheduler leaves it Pending) when Kueue evicts: the set Succeeds
   with that member carried forward; the next incarnation resumes each index from its own newest
   state.
+- ``test_a_jobset_evicted_and_readmitted_restores_four_identities``: a JobSet of 2 replicated
+  Jobs x 2 pods evicted by Kueue and readmitted: 4 distinct identities, each restores its own.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ from typing import Any
 
 import pytest
 
+from emulator.kueue import jobsets as kueue_jobsets
 from kontinue import keys
 from kontinue.kube import api, resources
 from kontinue.models import checkpoint
-from tests.realcp import controlplane, processes
+from tests.realcp import controlplane, jobset, processes
 from tests.realcp.test_kueue_flow import PROGRESS, Flow, restore_member, running_flow
 from tests.soak import shapes
 
@@ -299,3 +302,82 @@ async def test_a_member_unschedulable_at_eviction_is_carried_forward(
         assert_no_foreign_restore(flow, [*seen.values(), *successors.values()], shared_from=None)
         job = await admin.get(resources.JOBS, flow.low, namespace=namespace)
         assert not (job.get("status") or {}).get("failed"), job["status"]
+
+
+async def test_a_jobset_evicted_and_readmitted_restores_four_identities(
+    scheduler: controlplane.ControlPlane,
+    kontinue: processes.Installed,
+    admin: api.Api,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """Issue 19: a JobSet of 2 replicated Jobs (``driver``, ``workers``) x 2 pods in an opted-in
+    ClusterQueue. The JobSet object is real (the upstream CRD); its controller is played
+    (tests/realcp/jobset.py: child Jobs with the JobSet's owner reference, labels and
+    annotations), so the real job controller creates the pods. The emulated Kueue admits the
+    JobSet's Workload (its JobSet integration, emulator/kueue/jobsets.py), then evicts it for a
+    higher-priority Job: Kueue suspends the JobSet, the JobSet controller its child Jobs, the
+    job controller deletes the pods, every trainer saves. On readmission the 4 pods have 4
+    distinct identities (``replicatedJob=<name>,jobIndex=0,index=<i>``) and each restores its own
+    member of the JobSet's set."""
+    async with (
+        running_flow(
+            scheduler, kontinue, admin, namespace, tmp_path, gpus_per_node=4, jobsets=True
+        ) as flow,
+        jobset.Controller(admin, namespace),
+    ):
+        name = f"js-{flow.tag}"
+        template = flow.job(name, priority=f"low-{flow.tag}", steps=100000, pods=2)["spec"]
+        body = {
+            "apiVersion": kueue_jobsets.API_VERSION,
+            "kind": "JobSet",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {keys.KUEUE_QUEUE_NAME_LABEL: flow.queue},
+            },
+            # suspended at creation, as Kueue's JobSet webhook defaults it
+            # (jobframework.ApplyDefaultForSuspend)
+            "spec": {
+                "suspend": True,
+                "replicatedJobs": [
+                    {"name": rj, "replicas": 1, "template": {"spec": template}}
+                    for rj in shapes.REPLICATED
+                ],
+            },
+        }
+        created = await admin.create(kueue_jobsets.JOBSETS, body, namespace=namespace)
+
+        async def pods() -> list[Obj]:
+            return await flow.cluster.pods(namespace, labels={keys.JOBSET_NAME_LABEL: name})
+
+        identities = [
+            f"replicatedJob={rj},jobIndex=0,index={i}" for rj in shapes.REPLICATED for i in (0, 1)
+        ]
+        first = await running_members(flow, pods, count=4, exclude=set())
+        assert sorted(first) == identities, sorted(first)
+        for pod in first.values():  # made by the real job controller for the played child Job
+            (owner,) = pod["metadata"]["ownerReferences"]
+            assert (owner["kind"], owner["name"][: len(name) + 1]) == ("Job", f"{name}-"), owner
+
+        # Kueue evicts the JobSet's Workload for a higher-priority Job: one set of all four.
+        evicted = await _evict(flow, f"{flow.high}-job", set())
+        assert evicted.status.phase is checkpoint.Phase.SUCCEEDED, evicted.status
+        assert (evicted.spec.lineage.owner_kind, evicted.spec.lineage.owner_uid) == (
+            f"JobSet.{keys.JOBSET_GROUP}",
+            created["metadata"]["uid"],
+        )
+        assert sorted(m.identity for m in evicted.spec.members) == identities
+        saved = {who: last_step(flow, pod) for who, pod in first.items()}
+
+        # Readmission: four new pods, four distinct identities, each restores its own member.
+        expected = {who: (who, step) for who, step in saved.items()}
+        successors = await restored_members(flow, pods, expected, exclude=set(seen_uids(first)))
+        for who, pod in successors.items():
+            assert pod["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == evicted.name
+            assert restore_member(pod) == who
+        assert_no_foreign_restore(flow, [*first.values(), *successors.values()], shared_from=None)
+
+
+def seen_uids(pods: dict[str, Obj]) -> list[str]:
+    return [p["metadata"]["uid"] for p in pods.values()]

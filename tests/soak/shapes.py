@@ -34,6 +34,7 @@ from typing import Any
 from emulator.volcano import objects as volcano_objects
 from kontinue import keys
 from kontinue.kube import resources
+from tests import jobsets
 from tests.integration.workloads import member_trainer
 
 Obj = dict[str, Any]
@@ -158,19 +159,20 @@ def trainer_job(name: str, *, priority: str, members: int, control: Path, grace:
 
 
 def jobset_child(replicated: str, *, control: Path, grace: int) -> Obj:
+    """The child Job of ``replicated`` as the JobSet controller creates it (tests/jobsets.py),
+    for a JobSet ``par`` of uid :data:`JOBSET_UID` (no such object exists) whose replicated Jobs
+    template 2-pod Indexed Jobs of the member trainer, each in the LocalQueue ``team``."""
     job = trainer_job(
         f"{NAME}-{replicated}-0", priority="low", members=2, control=control, grace=grace
     )
-    marks = {
-        keys.JOBSET_NAME_LABEL: NAME,
-        keys.JOBSET_UID_LABEL: JOBSET_UID,
-        keys.JOBSET_REPLICATED_JOB_LABEL: replicated,
-        keys.JOBSET_JOB_INDEX_LABEL: "0",
+    template = {"metadata": {"labels": job["metadata"]["labels"]}, "spec": job["spec"]}
+    replicated_jobs = [{"name": rj, "replicas": 1, "template": template} for rj in REPLICATED]
+    jobset = {
+        "metadata": {"name": NAME, "namespace": "default", "uid": JOBSET_UID},
+        "spec": {"replicatedJobs": replicated_jobs},
     }
-    job["metadata"]["labels"].update(marks)
-    job["metadata"]["annotations"] = dict(marks)
-    job["spec"]["template"]["metadata"] = {"labels": dict(marks), "annotations": dict(marks)}
-    return job
+    entry = next(rj for rj in replicated_jobs if rj["name"] == replicated)
+    return jobsets.child_job(jobset, entry, 0)
 
 
 VOLCANO_POLICIES = [{"event": "PodEvicted", "action": "RestartJob"}]
