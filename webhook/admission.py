@@ -127,6 +127,7 @@ def mutate_pod(
     )
     restore = _rendered(plan)
     cold_start_reason = plan.reason
+    chosen = workload.of_spec(obj.get("spec") or {}, (obj.get("metadata") or {}).get("annotations"))
     rendered = plumbing.plumb_pod(
         obj,
         pod_lineage=pod_lineage,
@@ -135,11 +136,11 @@ def mutate_pod(
         cold_start_reason=cold_start_reason,
         image=config.image,
         member=member,
+        chosen=chosen,
     )
     # A user's move (kubectl kontinue move/drain/defrag) places the pods restoring from it.
     move = placement.asked(plan) if restore is not None and rendered.patch else None
     patch = placement.with_move(rendered.patch, spec=obj.get("spec") or {}, move=move)
-    chosen = workload.of_spec(obj.get("spec") or {}, (obj.get("metadata") or {}).get("annotations"))
     # notes: the view's own warnings (a failed live read of the lineage: webhook/freshness.py)
     notes = [*freshness.notes_of(state), *([held.warning] if held.warning else [])]
     warnings = [*decision.warnings, *rendered.warnings, *chosen.warnings, *notes]

@@ -16,13 +16,17 @@ admission span, so one trace follows an eviction from the bridge into the webhoo
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 from aiohttp import web
+from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.sdk import trace as sdk_trace
+from opentelemetry.sdk.trace import id_generator, sampling
 
 from kontinue import keys, telemetry, tracing
 from webhook import events, metrics, review
@@ -65,8 +69,49 @@ class Observer:
     """Whether the admission span is recorded (else it only lends its trace id to log lines,
     and a review that writes none may go without it: webhook/fast_path.py)."""
 
+    unsampled: id_generator.IdGenerator | None = dataclasses.field(init=False)
+    """The ids of a tracer that samples every span out (:func:`kontinue.telemetry.setup` with
+    ``record_unexported=False`` and no exporter), for :meth:`span`; else ``None``."""
+
     def __post_init__(self) -> None:
         self.traced = telemetry.records_spans(self.tracer)
+        tracer = self.tracer
+        self.unsampled = (
+            tracer.id_generator
+            if isinstance(tracer, sdk_trace.Tracer) and tracer.sampler is sampling.ALWAYS_OFF
+            else None
+        )
+
+    @contextlib.contextmanager
+    def span(self, path: str) -> Iterator[trace.Span]:
+        """The admission span, current for the block.
+
+        From a tracer that samples every span out, with no span current (the request brings no
+        context), what its ``start_as_current_span`` would give, made directly
+        (opentelemetry-sdk ``Tracer.start_span``: a non-recording root span, fresh ids from the
+        tracer's generator, not sampled): the SDK's sampler call and wrappers cost ~6 µs per
+        admission for a span that records nothing (issue 14, docs/benchmarks.md)."""
+        ids = self.unsampled
+        if ids is None or trace.get_current_span().get_span_context().is_valid:
+            with self.tracer.start_as_current_span(
+                tracing.ADMISSION, kind=trace.SpanKind.SERVER, attributes={"url.path": path}
+            ) as span:
+                yield span
+            return
+        flags = trace.TraceFlags.RANDOM_TRACE_ID if ids.is_trace_id_random() else 0
+        unrecorded = trace.NonRecordingSpan(
+            trace.SpanContext(
+                trace_id=ids.generate_trace_id(),
+                span_id=ids.generate_span_id(),
+                is_remote=False,
+                trace_flags=trace.TraceFlags(flags),
+            )
+        )
+        token = otel_context.attach(trace.set_span_in_context(unrecorded))
+        try:
+            yield unrecorded
+        finally:
+            otel_context.detach(token)
 
     def passed(self, path: str, seconds: float) -> None:
         """What :meth:`finished` leaves behind for a pod answered by webhook/fast_path.py:
@@ -187,14 +232,7 @@ async def observed(
         started = time.perf_counter()
     slot = _Slot()
     token = _CURRENT.set(slot)
-    with (
-        telemetry.scope(),
-        observer.tracer.start_as_current_span(
-            tracing.ADMISSION,
-            kind=trace.SpanKind.SERVER,
-            attributes={"url.path": path},
-        ) as span,
-    ):
+    with telemetry.scope(), observer.span(path) as span:
         status = 500
         try:
             response = await handle()

@@ -116,6 +116,21 @@ class Plan:
     warnings: list[str]
 
 
+def copied(value: Any) -> Any:
+    """A copy of a JSON value, equal to ``copy.deepcopy(value)``: dicts and lists copied all the
+    way down, strings, numbers, booleans and ``None`` shared (immutable); anything else is
+    ``copy.deepcopy``'s. A few times faster than ``copy.deepcopy`` on the pod's own maps, which
+    are JSON as parsed (no shared or cyclic parts to keep: issue 14, docs/benchmarks.md)."""
+    kind = type(value)
+    if kind is dict:
+        return {key: copied(item) for key, item in value.items()}
+    if kind is list:
+        return [copied(item) for item in value]
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 def escape(key: str) -> str:
     """A JSON Pointer token (RFC 6901): ``~`` -> ``~0``, ``/`` -> ``~1``."""
     return key.replace("~", "~0").replace("/", "~1")
@@ -184,7 +199,7 @@ def _read_only_view(
     warnings: list[str],
 ) -> Obj:
     """A user init container that runs after the restore: it sees the restored state."""
-    out = copy.deepcopy(container)
+    out: Obj = copied(container)
     ours = _init_env(member=member, restore_member=restore_member)
     out["env"] = _with_env(container, ours, warnings)
     restore = restore_member is not None
@@ -258,13 +273,13 @@ def _init_container(
             },
             {"name": RESTORE_VOLUME, "mountPath": RESTORE_DIR},
         ],
-        "resources": copy.deepcopy(restore_program.RESOURCES),
+        "resources": copied(restore_program.RESOURCES),
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if security_context:
         # Read the checkpoint as the workload wrote it: same user, same groups.
-        container["securityContext"] = copy.deepcopy(security_context)
+        container["securityContext"] = copied(security_context)
     return container
 
 
@@ -286,7 +301,7 @@ def _affinity_ops(spec: Obj, required: dict[str, str]) -> tuple[list[review.Json
     if not wanted:
         return [], ""
     expressions = [{"key": k, "operator": "In", "values": [v]} for k, v in wanted.items()]
-    affinity: Obj = copy.deepcopy(spec.get("affinity") or {})
+    affinity: Obj = copied(spec.get("affinity") or {})
     node_affinity = affinity.setdefault("nodeAffinity", {})
     required_terms = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = required_terms.get("nodeSelectorTerms") or [{}]
@@ -334,11 +349,13 @@ def plumb_pod(
     cold_start_reason: str,
     image: str,
     member: str,
+    chosen: workload.Choice | None = None,
 ) -> Plan:
     """The patch for one opted-in pod on CREATE (see the module docstring).
 
     ``member``: the pod's member identity (kontinue/identity.py), given to every container as
-    ``KONTINUE_MEMBER``; ``restore``: the rendered restore plan (kontinue/restore_plan.py).
+    ``KONTINUE_MEMBER``; ``restore``: the rendered restore plan (kontinue/restore_plan.py);
+    ``chosen``: the pod's workload containers (``workload.of_spec``), when the caller has them.
     """
     meta: Obj = pod.get("metadata") or {}
     spec: Obj = pod.get("spec") or {}
@@ -462,8 +479,10 @@ def plumb_pod(
     init: Obj | None = None
     if restore is not None:
         # Read the checkpoint as the workload wrote it: its first workload container's identity.
-        chosen = workload.of_spec(spec, meta.get("annotations")).names[:1]
-        first: Obj = next((c for c in spec.get("containers") or [] if c.get("name") in chosen), {})
+        if chosen is None:
+            chosen = workload.of_spec(spec, meta.get("annotations"))
+        named = chosen.names[:1]
+        first: Obj = next((c for c in spec.get("containers") or [] if c.get("name") in named), {})
         init = _init_container(
             image=image,
             policy=policy,
