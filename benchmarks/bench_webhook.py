@@ -26,6 +26,12 @@ costs <= 1.3x the bare endpoint's server CPU (3. below).
 
 3. Not opted in alone: closed loop with only the not-opted-in review, server CPU per request.
 
+``--floor`` (the default; ``--no-floor`` leaves it out) adds a third server to the throughput
+and not-opted-in rounds: the webhook's listener, limits and body read as served, whose
+``/mutate`` parses the review's JSON (as every answer must) and answers a constant ``allowed``:
+the most a webhook that parses each review on this stack could reach before it decides anything
+(issue 14: what bounds targets 4a and 4c; docs/benchmarks.md, "Target 4, third pass").
+
 The webhook is served with telemetry as ``webhook/__main__.py`` sets it up
 (``kontinue.telemetry.setup``: the Prometheus meter and a tracer from the ``OTEL_*``
 environment), without the Event sink (it needs an API server).
@@ -56,7 +62,7 @@ from kontinue import keys, telemetry
 from kontinue.models import base, checkpoint, core, kueue
 from kontinue.models import policy as policy_model
 from webhook import app as app_module
-from webhook import certs, settings, state, tls
+from webhook import certs, limits, review, settings, state, tls
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RECORDED = (
@@ -156,6 +162,19 @@ async def _echo(request: web.Request) -> web.Response:
     return web.Response(body=await request.read(), content_type="application/json")
 
 
+_FLOOR_ANSWER = (
+    b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",'
+    b'"response":{"uid":"f","allowed":true}}'
+)
+
+
+async def _floor(request: web.Request) -> web.Response:
+    """Read the body as the webhook does, parse it, answer a constant (``--floor``)."""
+    async with request.app[app_module.GUARD].read_body(request) as body:
+        review.load(body)
+    return web.Response(body=_FLOOR_ANSWER, content_type="application/json")
+
+
 async def _serve(kind: str, cert_dir: pathlib.Path, profile: pathlib.Path | None = None) -> None:
     serving = tls.ServingCertificate()
     serving.load((cert_dir / "tls.crt").read_bytes(), (cert_dir / "tls.key").read_bytes())
@@ -174,6 +193,15 @@ async def _serve(kind: str, cert_dir: pathlib.Path, profile: pathlib.Path | None
             tracer=tel.tracer,
         )
         runner = app_module.runner(application)  # as served: through webhook/limits.py
+        await runner.setup()
+        site = app_module.site(runner, ssl_context=serving.context, sock=sock)
+    elif kind == "floor":
+        config = settings.Settings()
+        application = web.Application(client_max_size=config.limits.max_body)
+        application[app_module.SETTINGS] = config
+        application[app_module.GUARD] = limits.Guard(config.limits)
+        application.router.add_post("/mutate", _floor)
+        runner = app_module.runner(application)
         await runner.setup()
         site = app_module.site(runner, ssl_context=serving.context, sock=sock)
     else:
@@ -347,6 +375,7 @@ async def run(args: argparse.Namespace) -> None:
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("bodies: " + ", ".join(f"{n} {len(b)} B" for n, b in scenarios.items()))
     kinds = ("bare", "webhook")
+    measured = (*kinds, "floor") if args.floor else kinds
     # Per round and server: requests, seconds, server CPU, client CPU; latencies by scenario.
     rounds: list[dict[str, dict[str, float]]] = []
     lat_rounds: list[dict[str, dict[str, list[float]]]] = []
@@ -357,7 +386,7 @@ async def run(args: argparse.Namespace) -> None:
         (cert_dir / "tls.key").write_bytes(bundle.serving.key_pem)
         servers = {
             kind: _Server(kind, cert_dir, args.profile if kind == "webhook" else None)
-            for kind in kinds
+            for kind in measured
         }
         try:
             # Rounds alternate the two servers, so a change in the machine's load (other
@@ -384,9 +413,9 @@ async def run(args: argparse.Namespace) -> None:
                 rounds.append(one)
             for _ in range(args.rounds):
                 lat_one: dict[str, dict[str, list[float]]] = {}
-                for kind, server in servers.items():
+                for kind in kinds:
                     lat_one[kind] = await latency(
-                        server.url,
+                        servers[kind].url,
                         bundle.trust,
                         payloads,
                         rate=args.rate,
@@ -419,7 +448,7 @@ async def run(args: argparse.Namespace) -> None:
         f"throughput (closed loop, {args.concurrency} keep-alive connections, "
         f"{args.seconds:.0f} s in {args.rounds} rounds alternating with the other server)"
     )
-    for kind in kinds:
+    for kind in measured:
         total = sum(r[kind]["n"] for r in rounds)
         server_cpu = sum(r[kind]["cpu"] for r in rounds)
         client_cpu = sum(r[kind]["client_cpu"] for r in rounds)
@@ -438,6 +467,16 @@ async def run(args: argparse.Namespace) -> None:
         for r in rounds
     ]
     print(f"  server CPU per request webhook / bare = {_median_of(cpu_ratios, '{:.2f}x')}")
+    if args.floor:
+        floors = [r["floor"]["rps"] / r["bare"]["rps"] * 100 for r in rounds]
+        floor_cpu = [
+            (r["floor"]["cpu"] / r["floor"]["n"]) / (r["bare"]["cpu"] / r["bare"]["n"])
+            for r in rounds
+        ]
+        print(
+            f"  floor (body read + JSON parse + constant answer) / bare: throughput "
+            f"{_median_of(floors, '{:.0f}%')}, server CPU {_median_of(floor_cpu, '{:.2f}x')}"
+        )
     print()
     print(f"latency at {args.rate:.0f} req/s offered, open loop, {args.count} requests, ms")
     print(f"  {'server':8s} {'scenario':14s} {'p50':>7s} {'p99':>7s} {'max':>7s}")
@@ -473,6 +512,11 @@ async def run(args: argparse.Namespace) -> None:
             "closed loop): server CPU per request bare "
             f"{_median_of([r['bare'] for r in plain_rounds], '{:.0f}')} us, webhook "
             f"{_median_of([r['webhook'] for r in plain_rounds], '{:.0f}')} us"
+            + (
+                f", floor {_median_of([r['floor'] for r in plain_rounds], '{:.0f}')} us"
+                if args.floor
+                else ""
+            )
         )
         verdict = "met" if statistics.median(plain_ratios) <= 1.3 else "NOT met"
         print(
@@ -483,13 +527,20 @@ async def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_webhook")
-    parser.add_argument("--serve", choices=["webhook", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=["webhook", "bare", "floor"], help=argparse.SUPPRESS)
     parser.add_argument("--cert-dir", type=pathlib.Path, help=argparse.SUPPRESS)
     parser.add_argument(
         "--profile",
         type=pathlib.Path,
         help="cProfile the webhook server for the whole run; write the stats to this file "
         "(read with python -m pstats); the numbers are then the profiled server's",
+    )
+    parser.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure the floor (default): the webhook's listener and body read, parsing "
+        "the JSON and answering a constant (what bounds targets 4a and 4c)",
     )
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=5.0)
