@@ -64,6 +64,10 @@ CHECKPOINT_LINEAGE_LABEL: Final = "kontinue.dev/lineage-hash"
 CHECKPOINT_OWNER_UID_LABEL: Final = "kontinue.dev/owner-uid"
 TRACEPARENT_ANNOTATION: Final = "kontinue.dev/traceparent"
 """W3C traceparent of the eviction that made the Checkpoint (kontinue/tracing.py)."""
+CREATED_AT_ANNOTATION: Final = "kontinue.dev/created-at"
+"""When the bridge created the Checkpoint, to the microsecond (``metav1.MicroTime`` text): orders
+two sets of one lineage whose trigger times fall in the same second (kontinue/restore_plan.py
+``newest_first``)."""
 
 # --- the workload contract (environment the webhook gives each opted-in container) -----------
 ENV_CHECKPOINT_DIR: Final = "KONTINUE_CHECKPOINT_DIR"

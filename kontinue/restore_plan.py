@@ -10,7 +10,8 @@ three can never disagree.
 Rules, per identity (docs/api.md, "Restore"):
 
 - Only the lineage's own checkpoints (same namespace and owner UID), never ``Expired`` ones,
-  newest first by trigger time, then creation time, then name.
+  newest first by trigger time, then creation time (the bridge's ``kontinue.dev/created-at``, to
+  the microsecond, else ``creationTimestamp``), then name.
 - Only a set holding a member of the pod's identity is considered: a pod restores *its own*
   member, never another identity's directory (a partial set, from one pod preempted while its
   siblings ran on, is used only by the identity it covers). Under ``shared`` the identity looked
@@ -43,9 +44,9 @@ import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 
-from kontinue import compatibility, lineage
+from kontinue import compatibility, keys, lineage
 from kontinue import identity as identity_module
-from kontinue.models import checkpoint, core
+from kontinue.models import base, checkpoint, core
 from kontinue.models import policy as policy_model
 
 Consistency = policy_model.Consistency
@@ -125,12 +126,30 @@ def _aware(value: datetime.datetime) -> datetime.datetime:
     return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
 
 
+def created_at(cp: checkpoint.Checkpoint) -> datetime.datetime:
+    """When ``cp`` was created: the bridge's ``kontinue.dev/created-at`` (microseconds), else
+    ``creationTimestamp`` (whole seconds), else the epoch."""
+    text = cp.metadata.annotation(keys.CREATED_AT_ANNOTATION)
+    if text:
+        try:
+            return _aware(base.parse_time(text))
+        except ValueError:
+            pass  # written by hand: fall back to the apiserver's time
+    return _aware(cp.metadata.creation_timestamp or _EPOCH)
+
+
 def newest_first(checkpoints: Iterable[checkpoint.Checkpoint]) -> list[checkpoint.Checkpoint]:
-    """Sorted by trigger time, then creation time, then name, newest first."""
+    """Sorted by trigger time, then creation time (:func:`created_at`), then name, newest first.
+
+    Trigger times come from conditions, which Kubernetes keeps to the second, and so does
+    ``creationTimestamp``: a pod evicted alone (a partial set) and its whole workload evicted
+    within the same second would otherwise be ordered by their names, at random, and the
+    replacement of the pod evicted alone could restore the older partial set instead of
+    waiting for the newer one (tests/unit/kontinue/test_restore_plan.py).
+    """
 
     def key(cp: checkpoint.Checkpoint) -> tuple[datetime.datetime, datetime.datetime, str]:
-        created = cp.metadata.creation_timestamp or _EPOCH
-        return (_aware(cp.spec.trigger.time), _aware(created), cp.name)
+        return (_aware(cp.spec.trigger.time), created_at(cp), cp.name)
 
     return sorted(checkpoints, key=key, reverse=True)
 

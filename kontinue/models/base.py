@@ -23,6 +23,13 @@ def format_time(value: datetime.datetime) -> str:
     return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def format_micro_time(value: datetime.datetime) -> str:
+    """RFC 3339 in UTC with a ``Z``, to the microsecond: the shape of ``metav1.MicroTime``."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.UTC)
+    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def parse_time(value: str) -> datetime.datetime:
     """``metav1.Time`` / ``metav1.MicroTime`` text (RFC 3339, ``Z`` or an offset) as an aware
     datetime; a value without an offset is taken as UTC. ``ValueError`` if it is not one."""

@@ -7,7 +7,7 @@ import logging
 from opentelemetry import trace
 
 from kontinue import catalog, keys, tracing
-from kontinue.models import checkpoint
+from kontinue.models import base, checkpoint
 from queue_bridge import acting, reconciling
 from queue_bridge.handlers import context
 
@@ -54,6 +54,7 @@ async def create(
     cp.metadata.annotations = {
         **(cp.metadata.annotations or {}),
         keys.TRACEPARENT_ANNOTATION: tracing.traceparent(eviction),
+        keys.CREATED_AT_ANNOTATION: base.format_micro_time(ctx.clock()),
     }
     try:
         with tracer.start_as_current_span(

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from emulator import cluster
-from kontinue import keys
+from kontinue import keys, restore_plan
 from kontinue.kube import api, resources
 from kontinue.models import checkpoint
 from tests.integration.bridge.conftest import BRIDGE_USER, SYSTEM, eventually
@@ -220,6 +220,10 @@ async def test_preempt_one_then_evict_all_with_a_torn_member(
             [cp.status for cp in torn],
             job.get("status"),
         )
+        # ordered by the bridge's clock, not by second-resolution trigger times: the whole Job
+        # evicted in the second of the partial set is still the newer set (restore_plan.py)
+        assert all(cp.metadata.annotation(keys.CREATED_AT_ANNOTATION) for cp in [partial, *torn])
+        assert restore_plan.created_at(torn[0]) > restore_plan.created_at(partial)
         expected = {who: (saved[who], in_whole[who]) for who in everyone[1:]}
         expected["index=0"] = (zero_step, partial.spec.members[0].pod_uid)
         assert _restores(s, third) == expected

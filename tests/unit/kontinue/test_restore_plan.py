@@ -442,3 +442,40 @@ def test_verdict_never_restores_an_unreported_sibling() -> None:
         decided = restore_plan.verdict(lost, identity=who, policy=_policy())
         assert decided.ready
         assert decided.member == restore_plan.NOT_RESTORABLE
+
+
+def _created(cp: checkpoint.Checkpoint, at: str) -> checkpoint.Checkpoint:
+    """``cp`` as the bridge creates it: ``kontinue.dev/created-at`` to the microsecond."""
+    meta = cp.metadata.model_copy(
+        update={
+            "annotations": {keys.CREATED_AT_ANNOTATION: at},
+            "creation_timestamp": datetime.datetime.fromisoformat(at).replace(microsecond=0),
+        }
+    )
+    return cp.model_copy(update={"metadata": meta})
+
+
+def test_a_whole_set_evicted_in_the_second_of_a_partial_one_is_newer_whatever_the_names() -> None:
+    """The partial set of index 0 and, within the same second (trigger times and
+    ``creationTimestamp`` are whole seconds), the whole Job evicted again: index 0's next pod
+    must wait for the newer set, not restore the partial one because its name sorts later
+    (tests/integration/bridge/test_member_sets.py, ``wait-and-leader-change``: its pods were
+    not all gated in about one run of four)."""
+    same = 2
+    partial = _created(_set("zz-partial", same, {"index=0": SAVED}), "2026-12-02T10:02:00.100000Z")
+    whole = _created(
+        _set("aa-whole", same, {"index=0": SAVED, "index=1": SAVING}),
+        "2026-12-02T10:02:00.900000Z",
+    )
+    assert [cp.name for cp in restore_plan.newest_first([partial, whole])] == [
+        "aa-whole",
+        "zz-partial",
+    ]
+    for who in ("index=0", "index=1"):
+        chosen = _plan([WHOLE, partial, whole], who)
+        assert chosen.wait_for is not None, chosen.reason
+        assert chosen.wait_for.name == "aa-whole", chosen.reason
+        assert chosen.await_verdict
+    # a hand-written set without the annotation keeps the old order (its creationTimestamp)
+    plain = _set("plain", same, {"index=0": SAVED})
+    assert restore_plan.created_at(plain) == datetime.datetime.min.replace(tzinfo=datetime.UTC)
