@@ -28,8 +28,9 @@ from emulator.kueue import controller as kueue_controller
 from kontinue import keys, telemetry
 from kontinue.kube import api, cacheset, resources
 from kontinue.models import checkpoint
+from queue_bridge import app as bridge_app
 from tests import fixtures
-from tests.integration.bridge.conftest import FAST, SYSTEM, config
+from tests.integration.bridge.conftest import BRIDGE_USER, FAST, SYSTEM, config
 from tests.integration.cluster.test_kueue import Env
 from tests.waiting import eventually
 
@@ -100,6 +101,8 @@ class System:
     ) -> None:
         self.cluster = c
         self.bridges = bridges
+        """Identity -> the task of that replica now (a replica that lost its Lease is restarted,
+        as its Deployment would: ``system``)."""
         self.admin = c.client()
         self.health_urls = health_urls or []
         """``http://127.0.0.1:<port>`` of each bridge replica's health (and /metrics) server."""
@@ -169,12 +172,39 @@ async def system(
             cache_options=options,
             tel=webhook_tel,
         )
-        bridges = [
-            await install.start_bridge(
-                c.api, config(f"bridge-{i}"), stop=stop, cache_options=options, tel=bridge_tel
+        deployed: list[install.Deployable] = []
+        current: dict[str, asyncio.Task[int]] = {}
+        urls: list[str] = []
+
+        async def start(index: int) -> install.Deployable:
+            identity = f"bridge-{len(deployed)}"  # a restarted replica is a new pod: a new name
+            bridge = await install.start_bridge(
+                c.api, config(identity), stop=stop, cache_options=options, tel=bridge_tel
             )
-            for i in range(replicas)
-        ]
+            deployed.append(bridge)
+            current[identity] = bridge.task
+            urls[index:] = [bridge.url, *urls[index + 1 :]]
+            return bridge
+
+        async def deployment(index: int, bridge: install.Deployable) -> None:
+            """Kubernetes' part: a replica whose Lease renewal failed exits (app.LOST) and its
+            container is restarted. Without it a leader that missed its renew deadline on a
+            loaded machine (its event loop held up past ``lease_deadline_seconds``) left one
+            replica, or none, and a test that then killed "the leader" had no bridge at all.
+            A replica the test cancels stays dead."""
+            while True:
+                await asyncio.wait([bridge.task])
+                if stop.is_set() or bridge.task.cancelled() or bridge.task.exception():
+                    return
+                if bridge.task.result() != bridge_app.LOST:
+                    return
+                for identity, task in list(current.items()):
+                    if task is bridge.task:
+                        del current[identity]
+                bridge = await start(index)
+
+        first = [await start(i) for i in range(replicas)]
+        restarts = [asyncio.create_task(deployment(i, b)) for i, b in enumerate(first)]
         try:
             async with kueue_controller.Kueue(c.api):
                 env = Env(c.api)
@@ -209,14 +239,13 @@ async def system(
                         return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
 
                     await eventually(plumbed, within=20, what="webhook caches synced")
-                yield System(
-                    c,
-                    {f"bridge-{i}": bridge.task for i, bridge in enumerate(bridges)},
-                    health_urls=[bridge.url for bridge in bridges],
-                    webhook_url=hook.url,
-                )
+                yield System(c, current, health_urls=urls, webhook_url=hook.url)
         finally:
-            await install.shut_down([hook, *bridges], timeout=15)
+            stop.set()
+            for restart in restarts:
+                restart.cancel()
+            await asyncio.gather(*restarts, return_exceptions=True)
+            await install.shut_down([hook, *deployed], timeout=15)
 
 
 @pytest.mark.parametrize("opted_in", [True, False], ids=["opted-in", "not-opted-in"])
@@ -385,3 +414,27 @@ async def test_killing_the_active_bridge_mid_checkpoint_loses_nothing(tmp_path: 
         assert victim["metadata"]["uid"] not in {
             p["metadata"]["uid"] for p in await s.pods_of("low")
         }
+
+
+async def test_a_replica_that_lost_its_lease_is_restarted_as_its_deployment_would(
+    tmp_path: Path,
+) -> None:
+    """The harness itself (``system``): a leader that cannot renew its Lease exits with
+    ``app.LOST`` and a new replica takes its place, as Kubernetes restarts the container; a
+    test that then kills "the leader" still leaves a bridge to take over."""
+    async with system(tmp_path, opted_in=True, replicas=1) as s:
+        (first,) = s.bridges.values()
+        renewals = s.cluster.api.faults.add(
+            verb="update", resource="leases", user=BRIDGE_USER, count=None
+        )
+        await asyncio.wait([first], timeout=30)
+        assert first.done(), "the leader kept a Lease it could not renew"
+        assert first.result() == bridge_app.LOST
+        s.cluster.api.faults.remove(renewals)
+
+        async def replaced() -> bool:
+            lease = await s.admin.get(resources.LEASES, "kontinue-bridge", namespace=SYSTEM)
+            return bool(lease["spec"].get("holderIdentity") == "bridge-1")
+
+        await eventually(replaced, within=30, what="the restarted replica leads")
+        assert list(s.bridges) == ["bridge-1"]
