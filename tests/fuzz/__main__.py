@@ -21,7 +21,7 @@ import time
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from tests.fuzz import inputs, properties
+from tests.fuzz import inputs, properties, runs
 from tests.fuzz import restore as restore_fuzz
 
 BATCH = 10_000
@@ -29,8 +29,8 @@ BATCH = 10_000
 is a series of runs with seeds derived from the one printed."""
 
 
-def run(count: int, chosen_seed: int) -> properties.Stats:
-    stats = properties.Stats()
+def run(count: int, chosen_seed: int) -> runs.Stats[inputs.Case]:
+    stats = runs.Stats(properties.check)
     started = time.monotonic()
     batch = 0
     while stats.inputs < count:
@@ -39,7 +39,7 @@ def run(count: int, chosen_seed: int) -> properties.Stats:
     return stats
 
 
-def _batch(stats: properties.Stats, count: int, batch_seed: int, started: float) -> None:
+def _batch(stats: runs.Stats[inputs.Case], count: int, batch_seed: int, started: float) -> None:
     @settings(
         max_examples=count,
         deadline=None,
@@ -61,9 +61,9 @@ def _batch(stats: properties.Stats, count: int, batch_seed: int, started: float)
         raise RuntimeError("no inputs generated")
 
 
-def run_restore(count: int, chosen_seed: int) -> restore_fuzz.Stats:
-    stats = restore_fuzz.Stats()
+def run_restore(count: int, chosen_seed: int) -> runs.Stats[restore_fuzz.Case]:
     scratch = restore_fuzz.scratch_directory()
+    stats = runs.Stats[restore_fuzz.Case](lambda case: restore_fuzz.check(case, scratch))
     started = time.monotonic()
     batch = 0
     try:
@@ -80,7 +80,7 @@ def run_restore(count: int, chosen_seed: int) -> restore_fuzz.Stats:
             @seed(chosen_seed + batch)
             @given(restore_fuzz.cases())
             def one(case: restore_fuzz.Case) -> None:
-                stats.record(case, scratch)
+                stats.record(case)
                 if stats.inputs % 5_000 == 0:
                     rate = stats.inputs / (time.monotonic() - started)
                     done = f"{stats.inputs} inputs, {stats.failed} failed"

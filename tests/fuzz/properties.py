@@ -17,11 +17,8 @@ function the HTTP handler serves) and returns what is wrong with the answer:
 from __future__ import annotations
 
 import base64
-import copy
-import dataclasses
 import json
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -130,30 +127,3 @@ def check(case: Case) -> list[str]:
         patch = json.loads(base64.b64decode(response["patch"]))
         problems += _patch_problems(case, request, patch)
     return problems
-
-
-@dataclasses.dataclass
-class Stats:
-    """What ``make fuzz`` prints: inputs tried, failures (first few kept), the slowest input."""
-
-    inputs: int = 0
-    failed: int = 0
-    failures: list[tuple[list[str], Case]] = dataclasses.field(default_factory=list)
-    slowest: float = 0.0
-    slowest_case: Case | None = None
-    statuses: dict[str, int] = dataclasses.field(default_factory=dict)
-
-    def record(self, case: Case) -> list[str]:
-        started = time.perf_counter()
-        problems = check(case)
-        elapsed = time.perf_counter() - started
-        self.inputs += 1
-        if elapsed > self.slowest:
-            self.slowest, self.slowest_case = elapsed, copy.copy(case)
-        outcome = "failed" if problems else "ok"
-        self.statuses[outcome] = self.statuses.get(outcome, 0) + 1
-        if problems:
-            self.failed += 1
-            if len(self.failures) < 20:
-                self.failures.append((problems, case))
-        return problems

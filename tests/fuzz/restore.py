@@ -30,7 +30,6 @@ sometimes with junk in the other variables and options.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import hashlib
 import io
@@ -38,7 +37,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -364,30 +362,6 @@ def check(case: Case, scratch: Path) -> list[str]:
         return problems + _promised(case, code, area, directory, good)
     finally:
         shutil.rmtree(area, ignore_errors=True)
-
-
-@dataclasses.dataclass
-class Stats:
-    """What ``make fuzz`` prints for the restore program: inputs, failures, the slowest."""
-
-    inputs: int = 0
-    failed: int = 0
-    failures: list[tuple[list[str], Case]] = dataclasses.field(default_factory=list)
-    slowest: float = 0.0
-    slowest_case: Case | None = None
-
-    def record(self, case: Case, scratch: Path) -> list[str]:
-        started = time.perf_counter()
-        problems = check(case, scratch)
-        elapsed = time.perf_counter() - started
-        self.inputs += 1
-        if elapsed > self.slowest:
-            self.slowest, self.slowest_case = elapsed, copy.copy(case)
-        if problems:
-            self.failed += 1
-            if len(self.failures) < 20:
-                self.failures.append((problems, case))
-        return problems
 
 
 def scratch_directory() -> Path:

@@ -17,10 +17,10 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fuzz import inputs
+from tests.fuzz import inputs, runs
 from webhook import admission, fast_path, freshness, metrics, review
 from webhook import app as app_module
 from webhook import settings as settings_module
@@ -28,7 +28,6 @@ from webhook import state as state_module
 
 Obj = dict[str, Any]
 CONFIG = settings_module.Settings(image="registry.example/kontinue:fuzz")
-RELAXED = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 
 
 def _full(body: bytes, state: state_module.State) -> app_module.Answer:
@@ -73,13 +72,7 @@ def _same(body: bytes, state: state_module.State) -> list[str]:
     return problems
 
 
-@settings(
-    max_examples=1500,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=RELAXED,
-)
+@runs.derandomized(1500)
 @given(inputs.cases())
 def test_every_fast_answer_is_the_full_paths_over_the_fuzz_inputs(case: inputs.Case) -> None:
     assert _same(case.body, case.state) == [], case.describe()
@@ -131,13 +124,7 @@ def _bent_envelopes(draw: st.DrawFn) -> tuple[bytes, int]:
     return body, draw(st.integers(0, len(inputs.STATES) - 1))
 
 
-@settings(
-    max_examples=1500,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=RELAXED,
-)
+@runs.derandomized(1500)
 @given(_bent_envelopes())
 def test_every_fast_answer_is_the_full_paths_over_bent_envelopes(case: tuple[bytes, int]) -> None:
     body, state_index = case

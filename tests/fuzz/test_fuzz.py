@@ -11,16 +11,14 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 
 from kontinue import checkpoint_format
-from tests.fuzz import inputs, properties
+from tests.fuzz import inputs, properties, runs
 from tests.fuzz import restore as restore_fuzz
 
 EXAMPLES = 3000
 """About a minute on the project's 2-core machine (docs/security.md)."""
-
-RELAXED = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 
 
 @pytest.mark.parametrize("seed_index", range(len(inputs.SEEDS)))
@@ -35,13 +33,7 @@ def test_every_seed_unchanged_keeps_the_properties(
     assert problems == [], f"{problems}\n{case.describe()}"
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=RELAXED,
-)
+@runs.derandomized(EXAMPLES)
 @given(inputs.cases())
 def test_bent_reviews_keep_the_properties(case: inputs.Case) -> None:
     problems = properties.check(case)
@@ -99,13 +91,7 @@ def test_the_hand_built_manifest_is_the_writers(tmp_path: Path) -> None:
     assert restore_fuzz._manifest(files, "index=0") == written
 
 
-@settings(
-    max_examples=RESTORE_EXAMPLES,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[*RELAXED, HealthCheck.function_scoped_fixture],
-)
+@runs.derandomized(RESTORE_EXAMPLES, also=[HealthCheck.function_scoped_fixture])
 @given(restore_fuzz.cases())
 def test_bent_checkpoints_end_with_a_documented_code(
     scratch: Path, case: restore_fuzz.Case

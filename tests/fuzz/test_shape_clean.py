@@ -11,13 +11,11 @@ import copy
 import json
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fuzz import inputs
+from tests.fuzz import inputs, runs
 from webhook import review, shape
-
-RELAXED = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 
 
 def _objects(body: bytes) -> tuple[Any, Any] | None:
@@ -45,13 +43,7 @@ def _same(body: bytes) -> None:
         assert got == shape.walked(group="", kind="Pod", obj=pair[0], old=pair[1])
 
 
-@settings(
-    max_examples=1500,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=RELAXED,
-)
+@runs.derandomized(1500)
 @given(inputs.cases())
 def test_a_pod_found_clean_is_one_the_walk_finds_nothing_in(case: inputs.Case) -> None:
     _same(case.body)
@@ -74,13 +66,7 @@ def _bent_pods(draw: st.DrawFn) -> bytes:
     return json.dumps(seed).encode("utf-8", "surrogatepass")
 
 
-@settings(
-    max_examples=1500,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=RELAXED,
-)
+@runs.derandomized(1500)
 @given(_bent_pods())
 def test_a_bent_pod_found_clean_is_one_the_walk_finds_nothing_in(body: bytes) -> None:
     _same(body)
