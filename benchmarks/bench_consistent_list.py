@@ -32,13 +32,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import statistics
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from benchmarks import bench_webhook
+from benchmarks import on_realcp
+from benchmarks.on_realcp import sample as _sample
 from kontinue import keys
 from kontinue.kube import api, client, errors, resources
 from tests.realcp import controlplane
@@ -95,20 +95,6 @@ def _summary(found: list[float], failed: int = 0) -> str:
         f"p50 {statistics.median(found):7.2f} ms  p90 {p90:7.2f} ms  "
         f"mean {statistics.fmean(found):7.2f} ms  (n={len(found)}){note}"
     )
-
-
-def _sample(metrics: str, name: str, **labels: str) -> float:
-    """The sum of ``name``'s samples for Checkpoints with ``labels`` in a /metrics text."""
-    wanted = {"group": "kontinue.dev", "resource": "checkpoints", **labels}
-    total = 0.0
-    for line in metrics.splitlines():
-        if not line.startswith(name + "{"):
-            continue
-        head, _, value = line.rpartition(" ")
-        have = dict(re.findall(r'(\w+)="([^"]*)"', head))
-        if all(have.get(k) == v for k, v in wanted.items()):
-            total += float(value)
-    return total
 
 
 async def _measure(admin: api.Api, count: int) -> None:
@@ -172,11 +158,8 @@ async def _measure(admin: api.Api, count: int) -> None:
 
 
 async def run(args: argparse.Namespace) -> None:
-    plane = controlplane.start(controlplane.find_assets())
+    plane = on_realcp.start_with_crds()
     try:
-        crds = sorted((bench_webhook.ROOT / "manifests/crds").glob("kontinue.dev_*.yaml"))
-        plane.kubectl("apply", "--server-side", *(f"-f={path}" for path in crds))
-        plane.wait_established(["checkpoints.kontinue.dev", "checkpointpolicies.kontinue.dev"])
         version = controlplane.etcd_version(plane.assets / "etcd")
         print(
             f"etcd {'.'.join(map(str, version))} (kube-apiserver serves consistent LISTs from its "
@@ -226,13 +209,7 @@ async def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_consistent_list")
     parser.add_argument("--count", type=int, default=100)
-    args = parser.parse_args()
-    try:
-        controlplane.find_assets()
-    except controlplane.AssetsMissing as exc:
-        print(f"bench_consistent_list not run: {exc}")
-        return
-    asyncio.run(run(args))
+    on_realcp.main(parser, run)
 
 
 if __name__ == "__main__":

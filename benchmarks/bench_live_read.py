@@ -19,9 +19,7 @@ restore is planned: the read happens) and not opted in (no read).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import re
 import socket
 import statistics
 import time
@@ -29,7 +27,8 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks import bench_webhook
+from benchmarks import bench_webhook, on_realcp
+from benchmarks.on_realcp import sample as _sample
 from kontinue import keys
 from kontinue.kube import api, client, resources
 from kontinue.models import checkpoint
@@ -124,20 +123,6 @@ async def _latencies(url: str, body: bytes, count: int) -> list[float]:
     return found
 
 
-def _sample(metrics: str, name: str, **labels: str) -> float:
-    """The sum of ``name``'s samples for Checkpoints with ``labels`` in a /metrics text."""
-    wanted = {"group": "kontinue.dev", "resource": "checkpoints", **labels}
-    total = 0.0
-    for line in metrics.splitlines():
-        if not line.startswith(name + "{"):
-            continue
-        head, _, value = line.rpartition(" ")
-        have = dict(re.findall(r'(\w+)="([^"]*)"', head))
-        if all(have.get(k) == v for k, v in wanted.items()):
-            total += float(value)
-    return total
-
-
 def _summary(values: list[float]) -> str:
     ordered = sorted(values)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -148,11 +133,8 @@ def _summary(values: list[float]) -> str:
 
 
 async def run(args: argparse.Namespace) -> None:
-    plane = controlplane.start(controlplane.find_assets())
+    plane = on_realcp.start_with_crds()
     try:
-        crds = sorted((bench_webhook.ROOT / "manifests/crds").glob("kontinue.dev_*.yaml"))
-        plane.kubectl("apply", "--server-side", *(f"-f={path}" for path in crds))
-        plane.wait_established(["checkpoints.kontinue.dev", "checkpointpolicies.kontinue.dev"])
         api_client = await client.api_client_from_dict(plane.kubeconfig())
         try:
             admin = api.Api(api_client, field_manager="bench")
@@ -217,13 +199,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_live_read")
     parser.add_argument("--count", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    try:
-        controlplane.find_assets()
-    except controlplane.AssetsMissing as exc:
-        print(f"bench_live_read not run: {exc}")
-        return
-    asyncio.run(run(args))
+    on_realcp.main(parser, run)
 
 
 if __name__ == "__main__":
