@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import random
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -158,6 +160,15 @@ class Cluster:
         steps = [n for inc in self.incarnations(name) for n, _ in inc.steps]
         return max(steps, default=0)
 
+    async def _told_to_stop(self, held: Sequence[runtime.Container]) -> bool:
+        pods = {p["metadata"]["uid"]: p for p in await self.cluster.pods(NS)}
+        for container in held:
+            uid = str(container.spec.log_path).split("/pods/", 1)[1].split("/", 1)[0]
+            pod = pods.get(uid)
+            if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+                return False
+        return True
+
     def _live(self) -> list[runtime.Container]:
         """Running trainers not yet preempted (a victim keeps running while it saves)."""
         return [
@@ -184,11 +195,30 @@ class Cluster:
             reached, within=180, what=f"{ranks} trainer(s) {steps} steps in", every=0.05
         )
         self.preempted.update(c.container_id for c in victims)
-        await self.preempt(name, pods=ranks)
+        await self.preempt(name, pods=ranks, held=victims)
 
-    async def preempt(self, name: str, *, pods: int) -> None:
-        """A high-priority Job takes the GPUs, runs, completes; the victim is readmitted."""
-        await self.admin.create(resources.JOBS, preemptor(name, pods=pods))
+    async def preempt(
+        self, name: str, *, pods: int, held: Sequence[runtime.Container] = ()
+    ) -> None:
+        """A high-priority Job takes the GPUs, runs, completes; the victim is readmitted.
+
+        ``held``: trainers stopped (SIGSTOP) where they are until their pods are deleted. On a
+        loaded machine Kueue's eviction could land after the few steps a trainer had left, and
+        a Job that completed first was never preempted. A stopped process computes nothing, so
+        its steps stay those of the uninterrupted run; the SIGTERM that comes with the deletion
+        waits, pending, for the SIGCONT."""
+        for container in held:
+            _signal(container, signal.SIGSTOP)
+        try:
+            await self.admin.create(resources.JOBS, preemptor(name, pods=pods))
+            await eventually(
+                lambda: self._told_to_stop(held),
+                within=120,
+                what=f"the pods of {len(held)} held trainer(s) deleted",
+            )
+        finally:
+            for container in held:
+                _signal(container, signal.SIGCONT)
         await self.cluster.wait_for(
             resources.JOBS, name, NS, cluster.job_condition("Complete"), timeout=120
         )
@@ -256,6 +286,13 @@ def reference_run(
         out, _ = proc.communicate(timeout=timeout)
         runs.append(Incarnation(out, proc.returncode, rank=len(runs)))
     return runs
+
+
+def _signal(container: runtime.Container, sig: signal.Signals) -> None:
+    """``sig`` to the container's process group (each container is a session of its own)."""
+    if container.pid is not None and not container.exited.is_set():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(container.pid, sig)
 
 
 def preemption_points(seed: int, count: int, *, low: int, high: int) -> list[int]:
