@@ -17,16 +17,14 @@ Prometheus names (kontinue/telemetry.py writes them; all listed in docs/operatio
 
 from __future__ import annotations
 
-import bisect
 import datetime
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import prometheus_client
 from opentelemetry import metrics
-from prometheus_client import metrics_core
 
-from kontinue import keys
+from kontinue import keys, telemetry
 
 PLUMBED = "plumbed"
 RESTORE = "restore"
@@ -100,52 +98,29 @@ DURATION = "kontinue_webhook_admission_duration_seconds"
 DURATION_HELP = "From the request body read to the answer encoded, by path"
 
 
-class Durations:
+def durations(bounds: Sequence[float] = SECONDS_BUCKETS) -> telemetry.Histogram:
     """``kontinue_webhook_admission_duration_seconds{path}``, aggregated here and written by
-    the Prometheus registry when it is scraped (a ``prometheus_client`` collector).
+    the Prometheus registry when it is scraped (:class:`kontinue.telemetry.Histogram`).
 
     The OpenTelemetry histogram's ``record`` cost each admission ~5 µs of CPU in a loop (its
     attribute set, lock and aggregation per reader); this is a ``bisect`` and two additions.
     The exposition is the one the OpenTelemetry Prometheus exporter wrote for the histogram
     (``opentelemetry-exporter-prometheus`` ``_convert_buckets``: the same name, HELP, ``le``
-    values and cumulative counts; nothing before the first observation), which
-    tests/unit/webhook/test_durations.py checks against it."""
-
-    def __init__(self, bounds: Sequence[float] = SECONDS_BUCKETS) -> None:
-        self.bounds = tuple(bounds)
-        self.counts: dict[str, list[int]] = {}
-        """Per path, observations per bucket: ``counts[i]`` those in ``(bounds[i-1],
-        bounds[i]]``, the last those above every bound (the SDK's ``bisect_left``)."""
-        self.sums: dict[str, float] = {}
-
-    def observe(self, path: str, seconds: float) -> None:
-        counts = self.counts.get(path)
-        if counts is None:
-            counts = self.counts[path] = [0] * (len(self.bounds) + 1)
-            self.sums[path] = 0.0
-        counts[bisect.bisect_left(self.bounds, seconds)] += 1
-        self.sums[path] += seconds
-
-    def describe(self) -> Iterator[metrics_core.Metric]:
-        yield metrics_core.HistogramMetricFamily(DURATION, DURATION_HELP, labels=["path"])
-
-    def collect(self) -> Iterator[metrics_core.Metric]:
-        if not self.counts:
-            return
-        family = metrics_core.HistogramMetricFamily(DURATION, DURATION_HELP, labels=["path"])
-        les = [f"{bound}" for bound in self.bounds] + ["+Inf"]
-        for path, counts in list(self.counts.items()):
-            total, buckets = 0, []
-            for le, count in zip(les, counts, strict=True):
-                total += count
-                buckets.append((le, total))
-            family.add_metric([path], buckets=buckets, sum_value=self.sums[path])
-        yield family
+    values and cumulative counts, the paths in the order first seen; nothing before the first
+    observation), which tests/unit/webhook/test_durations.py checks against it."""
+    return telemetry.Histogram(
+        DURATION,
+        description=DURATION_HELP,
+        label="path",
+        bounds=bounds,
+        written_empty=False,
+        ordered=False,
+    )
 
 
 class Metrics:
     """The webhook's instruments. With ``registry`` (the one ``meter``'s Prometheus reader
-    writes into, ``kontinue.telemetry.setup``), the latency histogram is a :class:`Durations`
+    writes into, ``kontinue.telemetry.setup``), the latency histogram is a :func:`durations`
     collector in it; without, an OpenTelemetry histogram on ``meter`` (same exposition)."""
 
     def __init__(
@@ -172,11 +147,11 @@ class Metrics:
             unit="{request}",
             description="AdmissionReviews answered, by path, decision and outcome",
         )
-        self.durations: Durations | None = None
+        self.durations: telemetry.Histogram | None = None
         self.duration: metrics.Histogram | None = None
         if registry is not None:
-            self.durations = Durations()
-            registry.register(self.durations)
+            self.durations = durations()
+            self.durations.register(registry)
         else:
             self.duration = meter.create_histogram(
                 "kontinue.webhook.admission.duration",
