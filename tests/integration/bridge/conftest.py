@@ -365,6 +365,17 @@ class Cluster:
     async def get_checkpoint(self, name: str) -> checkpoint.Checkpoint:
         return checkpoint.load(await self.admin.get(resources.CHECKPOINTS, name, namespace=NS))
 
+    async def restoring_from(self, pod: Obj, name: str) -> Obj:
+        """``pod`` as the webhook plumbs a pod that restores from Checkpoint ``name``."""
+        patched: Obj = await self.admin.patch(
+            resources.PODS,
+            pod["metadata"]["name"],
+            {"metadata": {"annotations": {keys.RESTORE_FROM_ANNOTATION: name}}},
+            content_type=api.MERGE_PATCH,
+            namespace=NS,
+        )
+        return patched
+
     async def pods(self, job: Obj, n: int = 2, *, grace: int = 30) -> list[Obj]:
         """Running pods of ``job`` as the job controller creates and the webhook plumbs them."""
         owner = checkpoint.Lineage(

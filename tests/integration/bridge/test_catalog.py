@@ -71,13 +71,7 @@ async def test_a_failed_restore_is_counted_once_on_the_checkpoint_it_tried(
     await cluster.put_checkpoint(job, "good", minute=1)
     (pod,) = await cluster.pods(job, n=1)
     # The restore init container ended non-zero; the pod failed.
-    pod = await cluster.admin.patch(
-        resources.PODS,
-        pod["metadata"]["name"],
-        {"metadata": {"annotations": {keys.RESTORE_FROM_ANNOTATION: "good"}}},
-        content_type=api.MERGE_PATCH,
-        namespace=NS,
-    )
+    pod = await cluster.restoring_from(pod, "good")
     kubelet = cluster.emulated.client("system:node:node-1")
     failed = copy.deepcopy(pod)
     failed["status"] = {

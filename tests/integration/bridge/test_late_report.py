@@ -14,7 +14,6 @@ import datetime
 
 import pytest
 
-from kontinue import keys
 from kontinue.kube import api, resources
 from kontinue.models import base, checkpoint
 from tests.integration.bridge.conftest import NS, Cluster, Obj, checkpoint_body, eventually
@@ -69,13 +68,7 @@ async def test_a_save_reported_after_the_deadline_upgrades_the_set(
     # A pod of the lineage already running, restored from the unreported set (offered to it
     # verified, docs/api.md): the upgrade must not change what it restored from.
     (running,) = await cluster.pods(job, n=1)
-    running = await cluster.admin.patch(
-        resources.PODS,
-        running["metadata"]["name"],
-        {"metadata": {"annotations": {keys.RESTORE_FROM_ANNOTATION: "lost"}}},
-        content_type=api.MERGE_PATCH,
-        namespace=NS,
-    )
+    running = await cluster.restoring_from(running, "lost")
     await cluster.start_bridge()
     # The kubelet is back: the trainer saved 5 s into its 30 s grace period.
     now = datetime.datetime.now(datetime.UTC)
