@@ -387,17 +387,23 @@ class Watcher:
         self.task = asyncio.create_task(self._run(version))
 
     async def _run(self, version: str) -> None:
-        async for event in self.client.watch(
-            resources.CHECKPOINTS, namespace=NS, resource_version=version
-        ):
-            if event["type"] == "ADDED":
-                at = time.perf_counter()
-                workload = event["object"]["spec"].get("workload", "")
-                self.seen.setdefault(workload, at)
-                self.made[workload] = event["object"]["metadata"]["name"]
-                if self.on_added is not None:
-                    self.on_added(workload, self.made[workload], at)
-                self.arrived.set()
+        while True:  # a real apiserver ends watches now and then: resume where it ended
+            async for event in self.client.watch(
+                resources.CHECKPOINTS, namespace=NS, resource_version=version
+            ):
+                version = event["object"]["metadata"].get("resourceVersion") or version
+                self._seen(event)
+
+    def _seen(self, event: Obj) -> None:
+        if event["type"] != "ADDED":
+            return
+        at = time.perf_counter()
+        workload = event["object"]["spec"].get("workload", "")
+        self.seen.setdefault(workload, at)
+        self.made[workload] = event["object"]["metadata"]["name"]
+        if self.on_added is not None:
+            self.on_added(workload, self.made[workload], at)
+        self.arrived.set()
 
     async def wait_for(self, names: list[str], *, within: float) -> None:
         loop = asyncio.get_running_loop()
