@@ -747,9 +747,9 @@ def targets(r: Obj) -> None:
     last = statistics.median(x["burst_all_ms"] for x in rounds)
     print(f"  at {r['pods']} pods, {len(rounds)} rounds (each: spread, then a burst):")
     print(
-        "    bridge CPU per eviction (spread) = "
+        "    bridge CPU per eviction (spread, to its last Checkpoint) = "
         + " / ".join(f"{x['spread_cpu_ms']:.1f}" for x in rounds)
-        + f" ms, median {spread_cpu:.1f} ms (target <= 4 ms): {verdict[spread_cpu <= 4]}"
+        + f" ms, median {spread_cpu:.1f} ms"
     )
     idle = r.get("idle_cpu_ms_per_s", 0.0)
     net = statistics.median(
@@ -767,10 +767,11 @@ def targets(r: Obj) -> None:
     )
     spread_all = statistics.median(x["spread_all_cpu_ms"] for x in rounds)
     print(
-        "    bridge CPU per eviction (spread, incl. 1 s after) = "
+        "    target 2a: bridge CPU per eviction, all the work it causes (spread, incl. 1 s"
+        " after) = "
         + " / ".join(f"{x['spread_all_cpu_ms']:.1f}" for x in rounds)
-        + f" ms, median {spread_all:.1f} ms; keys handled per eviction "
-        + " / ".join(f"{x['spread_keys']:.1f}" for x in rounds)
+        + f" ms, median {spread_all:.1f} ms (target <= 4 ms): {verdict[spread_all <= 4]};"
+        " keys handled per eviction " + " / ".join(f"{x['spread_keys']:.1f}" for x in rounds)
     )
     print(
         "    bridge CPU per eviction (burst, incl. 1 s after) = "
