@@ -198,3 +198,27 @@ async def test_urgent_drained_waits_for_urgent_keys_but_no_longer_than_told() ->
     queue.add("!again")
     await asyncio.wait_for(queue.urgent_drained(0.05), 5)  # bounded: returns though one waits
     assert len(queue) == 1
+
+
+async def test_a_worker_lets_the_event_loop_run_between_keys_that_never_await() -> None:
+    """A new leader's sweep is thousands of keys decided from the caches without an await: the
+    health probes, watches and Lease renewal must still run while it drains."""
+    queue: queueing.WorkQueue[int] = queueing.WorkQueue()
+    handled: list[int] = []
+    probe_saw: list[int] = []
+
+    def probe() -> None:
+        probe_saw.append(len(handled))
+
+    async def handle(key: int) -> None:  # decides without awaiting, like a cached no-op
+        handled.append(key)
+        if key == 10:
+            asyncio.get_running_loop().call_soon(probe)
+
+    for key in range(2000):
+        queue.add(key)
+    async with running(queue, handle, workers=4):
+        await asyncio.wait_for(queue.join(), 10)
+    assert len(handled) == 2000
+    (when,) = probe_saw
+    assert when <= 20, f"the loop ran other work only after {when} keys"
