@@ -5,8 +5,10 @@ The real webhook and bridge against the emulated apiserver, job controller, sche
 member_trainer.py) records its identity and step in every save and refuses a directory saved by
 another identity, so a wrong-identity restore ends its pod with exit 7.
 
-Proved on the emulator; tests/realcp/test_member_sets.py and test_kueue_flow.py run parts of it
-on a real kube-apiserver, job controller and scheduler.
+Proved on the emulator; on a real kube-apiserver, job controller and scheduler,
+tests/realcp/test_member_identity.py runs the timeline for 2- and 4-pod Indexed Jobs under each
+consistency choice, the carried-forward member and a JobSet, tests/realcp/test_volcano_identity.py
+a Volcano Job, and tests/realcp/test_member_sets.py the gated wait for a set's verdict.
 """
 
 from __future__ import annotations
