@@ -7,6 +7,7 @@ with Kontinue's variables, wait for a line, send a real signal and read how it e
 
 from __future__ import annotations
 
+import concurrent.futures
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -43,8 +44,29 @@ class LineProcess:
         raise AssertionError(f"no {prefix!r} line; got {self.lines[-5:]}")
 
     def finish(self, *, timeout: float = 30.0) -> tuple[int, str, str]:
-        """Wait for the exit: the code, the rest of stdout, all of stderr."""
-        out, err = self.proc.communicate(timeout=timeout)
+        """Wait for the exit: the code, the rest of stdout, all of stderr.
+
+        stdout is read to its end through the same text reader :meth:`read_until` used:
+        ``communicate`` reads the raw pipe and so lost the lines that reader had already
+        buffered (a trainer's last lines arrive in the chunk holding the one waited for).
+        stderr is drained in a second thread, so a chatty stderr cannot fill its pipe.
+        """
+        assert self.proc.stdout is not None
+        assert self.proc.stderr is not None
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+        out_read = pool.submit(self.proc.stdout.read)
+        err_read = pool.submit(self.proc.stderr.read)
+        try:
+            out = out_read.result(timeout=timeout)
+            self.proc.wait(timeout=timeout)
+        except (TimeoutError, subprocess.TimeoutExpired):
+            self.proc.kill()  # closes its pipes, so both reads end
+            raise
+        finally:
+            err = err_read.result()
+            pool.shutdown()  # the stdout read too, after a kill
+            self.proc.stdout.close()
+            self.proc.stderr.close()
         self.lines += out.splitlines()
         return self.proc.returncode, out, err
 
