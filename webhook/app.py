@@ -15,7 +15,6 @@ import socket
 import ssl
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import prometheus_client
 from aiohttp import web
@@ -58,9 +57,6 @@ YIELD_ABOVE = 64 * 1024
 
 Decide = Callable[..., review.Verdict]
 
-NOT_LOADED: Any = object()
-"""A body not parsed yet (:func:`read_review`)."""
-
 
 @dataclasses.dataclass(frozen=True)
 class Answer:
@@ -101,11 +97,11 @@ def answer(
     return respond(read, decide, path=path, state=state, config=config)
 
 
-def read_review(body: bytes, loaded: Any = NOT_LOADED) -> review.AdmissionRequest | Answer:
+def read_review(body: bytes) -> review.AdmissionRequest | Answer:
     """The request of an AdmissionReview body, or the HTTP 400 :class:`Answer` (see
-    :func:`answer`). ``loaded``: ``body`` already parsed by :func:`webhook.review.load`."""
+    :func:`answer`)."""
     try:
-        parsed = review.parse(body) if loaded is NOT_LOADED else review.parse(body, loaded)
+        parsed = review.parse(body)
     except review.MalformedReview as exc:
         return Answer(400, review.bounded(str(exc)).encode(), "text/plain")
     observing.note(parsed.request)  # metrics, span, Events: webhook/observing.py
@@ -151,9 +147,7 @@ def respond(
     return Answer(200, review.encode(admission_request.uid, verdict), verdict=verdict)
 
 
-async def _answered(
-    body: bytes, decide: Decide, *, path: str, app: web.Application, loaded: Any = NOT_LOADED
-) -> Answer:
+async def _answered(body: bytes, decide: Decide, *, path: str, app: web.Application) -> Answer:
     """:func:`answer`, deciding from the app's state with a plumbed pod's lineage read live
     (webhook/freshness.py) when the app has a reader.
 
@@ -162,10 +156,10 @@ async def _answered(
     so small reviews read meanwhile go first and wait behind at most one large one, never
     behind a queue of them (issue 20 item 4). The live read is awaited *outside* that lock: it
     may take up to ``KONTINUE_WEBHOOK_LIVE_READ_SECONDS``, and large reviews must not queue
-    behind another one's network wait. ``loaded``: a small ``body`` already parsed."""
+    behind another one's network wait."""
     large = app[LARGE] if len(body) > YIELD_ABOVE else None
     if large is None:
-        read = read_review(body, loaded)
+        read = read_review(body)
     else:
         async with large:
             await asyncio.sleep(0)
@@ -208,21 +202,15 @@ async def _serve(request: web.Request, decide: Decide, *, path: str) -> web.Resp
 
         return await observing.observed(request, path, unread, started=started)
     try:
-        loaded = NOT_LOADED
         if len(body) <= YIELD_ABOVE:  # larger: parsed under LARGE, in _answered
-            try:
-                loaded = review.load(body)
-            except ValueError:
-                pass  # read_review parses it again for the HTTP 400's message
-            else:
-                quick = fast_path.answer(loaded, state=app[STATE])
-                if quick is not None:
-                    response = web.Response(body=quick, content_type="application/json")
-                    observer.passed(path, time.perf_counter() - started)
-                    return response
+            quick = fast_path.answer(body, state=app[STATE])
+            if quick is not None:
+                response = web.Response(body=quick, content_type="application/json")
+                observer.passed(path, time.perf_counter() - started)
+                return response
 
         async def rest() -> web.Response:
-            result = await _answered(body, decide, path=path, app=app, loaded=loaded)
+            result = await _answered(body, decide, path=path, app=app)
             return _response(result)
 
         return await observing.observed(request, path, rest, started=started)

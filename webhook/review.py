@@ -84,10 +84,7 @@ class AdmissionReview(_Wire):
     request: AdmissionRequest
 
 
-_UNREAD: Any = object()
-
-
-def parse(body: bytes, loaded: Any = _UNREAD) -> AdmissionReview:
+def parse(body: bytes) -> AdmissionReview:
     """Read a request body; :class:`MalformedReview` says which field is wrong and why.
 
     Parsed by pydantic-core: its JSON parser (``from_json``) builds the objects, then the
@@ -96,14 +93,9 @@ def parse(body: bytes, loaded: Any = _UNREAD) -> AdmissionReview:
     fields here python-mode validation of parsed JSON accepts exactly what JSON-mode does —
     but it is ~30% cheaper (no per-field JSON-mode dispatch; issue 14, docs/benchmarks.md). A
     body it refuses is parsed again by ``model_validate_json``, whose errors name the cause.
-
-    ``loaded``: what :func:`load` gave for ``body``, when the caller has already parsed it
-    (webhook/fast_path.py reads it first).
     """
     try:
-        if loaded is _UNREAD:
-            loaded = pydantic_core.from_json(body)
-        return AdmissionReview.model_validate(loaded)
+        return AdmissionReview.model_validate(pydantic_core.from_json(body))
     except ValueError:  # pydantic.ValidationError is one
         pass
     try:

@@ -1,13 +1,14 @@
 """webhook/fast_path.py answers only what the full path answers, byte for byte.
 
-The fast path decides a pod CREATE that is not opted in from the parsed JSON, before any model
-(issue 14). Its answer must be the full path's (:func:`webhook.app.answer` with
-:func:`webhook.admission.mutate`, what ``/mutate`` serves otherwise) whenever it gives one, so
-these properties compare the two over the fuzz suite's inputs (tests/fuzz/inputs.py: recorded
-reviews bent a few places at a time), over inputs bent only in the AdmissionReview envelope
-(where the fast path reads the fields itself instead of through the pydantic model), and over
-the unchanged seeds, where the fast path must also answer *every* pod the full path finds not
-opted in (else it would be correct by never answering).
+The fast path decides a pod CREATE that is not opted in from the body, through one schema of
+the fields it reads, before any model (issue 14). Its answer must be the full path's
+(:func:`webhook.app.answer` with :func:`webhook.admission.mutate`, what ``/mutate`` serves
+otherwise) whenever it gives one, so these properties compare the two over the fuzz suite's
+inputs (tests/fuzz/inputs.py: recorded reviews bent a few places at a time), over inputs bent
+only in the AdmissionReview envelope, over pods bent in every one place with every kind of
+wrong value (where the schema must be as strict as webhook/shape.py), and over the unchanged
+seeds, where the fast path must also answer *every* pod the full path finds not opted in (else
+it would be correct by never answering).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz import inputs, runs
-from webhook import admission, fast_path, freshness, metrics, review
+from webhook import admission, fast_path, freshness, metrics, review, shape
 from webhook import app as app_module
 from webhook import settings as settings_module
 from webhook import state as state_module
@@ -35,11 +36,7 @@ def _full(body: bytes, state: state_module.State) -> app_module.Answer:
 
 
 def _fast(body: bytes, state: state_module.State) -> bytes | None:
-    try:
-        loaded = review.load(body)
-    except ValueError:
-        return None  # never reaches the fast path (webhook/app.py _serve)
-    return fast_path.answer(loaded, state=state)
+    return fast_path.answer(body, state=state)
 
 
 def _plain(answer: app_module.Answer) -> bool:
@@ -157,3 +154,77 @@ def test_a_real_review_not_opted_in_is_answered_by_the_fast_path(
 def test_the_template_is_the_encoded_answer() -> None:
     for uid in ("705ab4f5-6393-11e8-b7cc-42010a800002", "ü\x00\"\\'</", "\u2028", "a" * 300):
         assert fast_path.encoded(uid) == review.encode(uid, review.allow())
+
+
+WRONG_VALUES: list[Any] = [
+    None,
+    0,
+    1.5,
+    True,
+    "x",
+    "x" * (shape.TOTAL_ANNOTATION_BYTES + 1),
+    [],
+    [None],
+    [1],
+    [{"name": "n"}] * (shape.MAX_ITEMS + 1),
+    {},
+    {"name": 1},
+]
+"""What a bent field may hold instead: every JSON type, the empty and odd containers, and
+the longest list and string shape.py lets through, plus one."""
+
+
+SHAPE_KEYS = [
+    *("metadata", "name", "namespace", "generateName", "uid", "labels", "annotations"),
+    *("finalizers", "ownerReferences", "apiVersion", "kind", "spec", "initContainers"),
+    *("containers", "resources", "limits", "requests", "securityContext", "env"),
+    *("volumeMounts", "volumes"),
+]
+"""Every field webhook/shape.py reads in a pod: added, wrongly typed, where a seed lacks it."""
+
+
+def _places(pod: Obj, added: bool) -> list[tuple[Any, Any]]:
+    """Where a bend lands: every place of ``pod`` (inputs._places order), or with ``added``
+    every (map, shape key) outside managedFields, present or not."""
+    places = inputs._places(pod, [])
+    if not added:
+        return places
+    maps = [pod] + [p[k] for p, k in places if isinstance(p[k], dict)]
+    unmanaged = [m for m in maps if "manager" not in m and "fieldsV1" not in m]
+    return [(m, key) for m in unmanaged for key in SHAPE_KEYS]
+
+
+def _bent_once(seed: Obj, at: int, value: Any, *, added: bool) -> bytes:
+    """``seed`` with the ``at``-th place of its pod (:func:`_places`) set to ``value``."""
+    doc = copy.deepcopy(seed)
+    parent, key = _places(doc["request"]["object"], added)[at]
+    parent[key] = copy.deepcopy(value)
+    return json.dumps(doc).encode()
+
+
+FAST_SEEDS = [
+    seed
+    for seed in POD_SEEDS
+    if any(_fast(json.dumps(seed).encode(), state) for state in inputs.STATES)
+]
+
+
+def test_there_are_pods_the_fast_path_answers() -> None:
+    assert len(FAST_SEEDS) >= 3
+
+
+@pytest.mark.parametrize("seed_index", range(len(FAST_SEEDS)))
+def test_a_pod_bent_in_any_one_place_is_answered_as_the_full_path_does(seed_index: int) -> None:
+    """Every place of the pod (metadata, containers, env, mounts, volumes, managedFields...)
+    given every kind of wrong value, against every state: the fast path's schema must not
+    pass a shape the full path warns about (the random bends above reach few of these)."""
+    seed = FAST_SEEDS[seed_index]
+    answered = 0
+    for added, values in ((False, WRONG_VALUES), (True, WRONG_VALUES[:5] + WRONG_VALUES[7:9])):
+        for at in range(len(_places(copy.deepcopy(seed)["request"]["object"], added))):
+            for value in values:
+                body = _bent_once(seed, at, value, added=added)
+                for state in inputs.STATES:
+                    assert _same(body, state) == [], body[:400]
+                    answered += _fast(body, state) is not None
+    assert answered > 0  # some bends leave the pod a clean one, not opted in

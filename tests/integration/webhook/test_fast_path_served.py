@@ -101,8 +101,8 @@ async def test_the_fast_path_changes_no_answer_and_no_count(
     fast_answers: list[bytes] = []
     answer = fast_path.answer
 
-    def counting(loaded: Any, **kwargs: Any) -> bytes | None:
-        given = answer(loaded, **kwargs)
+    def counting(body: bytes, **kwargs: Any) -> bytes | None:
+        given = answer(body, **kwargs)
         if given is not None:
             fast_answers.append(given)
         return given
