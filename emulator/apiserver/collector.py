@@ -20,23 +20,25 @@ if TYPE_CHECKING:
 GC_USER = users.user("system:serviceaccount:kube-system:generic-garbage-collector")
 
 
-def _all_uids(reg: registry.Registry) -> set[str]:
-    keys = {k.key for k in reg.kinds.values()}
-    return {o["metadata"]["uid"] for key in keys for o in reg.store.items(key)}
-
-
 async def collect(reg: registry.Registry, owner_uid: str, *, orphan: bool) -> None:
-    """Delete (or orphan) the dependents of a removed owner."""
+    """Delete (or orphan) the dependents of a removed owner, found through the store's owner
+    index (the collector's dependency graph), kind by kind as registered."""
     by_key = {k.key: k for k in reg.kinds.values()}
+    found = reg.store.dependents(owner_uid)
     for kind in by_key.values():
-        for obj in reg.store.items(kind.key):
+        for key, (namespace, name) in found:
+            if key != kind.key:
+                continue
+            obj = reg.store.get(key, namespace, name)
+            if obj is None:  # gone meanwhile
+                continue
             refs = obj["metadata"].get("ownerReferences") or []
             if not any(r.get("uid") == owner_uid for r in refs):
                 continue
-            name, ns = obj["metadata"]["name"], obj["metadata"].get("namespace")
+            ns = obj["metadata"].get("namespace")
             others = [r for r in refs if r.get("uid") != owner_uid]
             try:
-                if orphan or any(r.get("uid") in _all_uids(reg) for r in others):
+                if orphan or any(reg.store.exists(r.get("uid")) for r in others):
                     await reg.patch(
                         kind,
                         name,

@@ -53,6 +53,8 @@ class Store:
         self._objects: dict[TypeKey, dict[ObjKey, Object]] = collections.defaultdict(dict)
         self._history: collections.deque[Event] = collections.deque()
         self.watchers: set[Watcher] = set()
+        self._uids: set[str] = set()
+        self._dependents: dict[str, set[tuple[TypeKey, ObjKey]]] = collections.defaultdict(set)
 
     def get(self, key: TypeKey, namespace: str, name: str) -> Object | None:
         return self._objects[key].get((namespace, name))
@@ -63,6 +65,34 @@ class Store:
             for (ns, _), obj in sorted(self._objects[key].items())
             if namespace is None or ns == namespace
         ]
+
+    def exists(self, uid: str) -> bool:
+        """Whether an object with this uid is stored (any kind)."""
+        return uid in self._uids
+
+    def dependents(self, owner_uid: str) -> list[tuple[TypeKey, ObjKey]]:
+        """The objects whose ``ownerReferences`` name ``owner_uid``, in (kind, namespace, name)
+        order. Kept as objects are written, as the garbage collector's dependency graph is
+        (kubernetes ``pkg/controller/garbagecollector/graph_builder.go``: ``uidToNode``, each
+        node's ``dependents``), so finding them does not scan every object of every kind."""
+        return sorted(self._dependents.get(owner_uid, ()))
+
+    def _index(self, key: TypeKey, obj: Object, *, add: bool) -> None:
+        meta = obj["metadata"]
+        where = (key, (meta.get("namespace", ""), meta["name"]))
+        uid = meta.get("uid")
+        if uid:
+            (self._uids.add if add else self._uids.discard)(uid)
+        for ref in meta.get("ownerReferences") or ():
+            owner = ref.get("uid") if isinstance(ref, dict) else None
+            if not isinstance(owner, str):
+                continue
+            if add:
+                self._dependents[owner].add(where)
+            elif (found := self._dependents.get(owner)) is not None:
+                found.discard(where)
+                if not found:
+                    del self._dependents[owner]
 
     def _record(self, event: Event) -> None:
         if len(self._history) >= self._limit:
@@ -78,14 +108,20 @@ class Store:
         stored = copy.deepcopy(obj)
         stored["metadata"]["resourceVersion"] = str(self.rv)
         meta = stored["metadata"]
+        replaced = self._objects[key].get((meta.get("namespace", ""), meta["name"]))
+        if replaced is not None:
+            self._index(key, replaced, add=False)
         self._objects[key][(meta.get("namespace", ""), meta["name"])] = stored
+        self._index(key, stored, add=True)
         self._record(Event(self.rv, "ADDED" if old is None else "MODIFIED", key, stored, old))
         return stored
 
     def remove(self, key: TypeKey, obj: Object) -> Object:
         self.rv += 1
         meta = obj["metadata"]
-        gone = copy.deepcopy(self._objects[key].pop((meta.get("namespace", ""), meta["name"])))
+        removed = self._objects[key].pop((meta.get("namespace", ""), meta["name"]))
+        self._index(key, removed, add=False)
+        gone = copy.deepcopy(removed)
         gone["metadata"]["resourceVersion"] = str(self.rv)
         self._record(Event(self.rv, "DELETED", key, gone, obj))
         return gone
