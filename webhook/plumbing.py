@@ -50,11 +50,10 @@ Jobs: :mod:`webhook.job_plumbing`.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import Any
 
-from kontinue import keys, lineage, workload
+from kontinue import json_copy, keys, lineage, workload
 from kontinue import restore as restore_program
 from kontinue.models import checkpoint
 from kontinue.models import policy as policy_model
@@ -114,21 +113,6 @@ class Restore:
 class Plan:
     patch: list[review.JsonPatchOp]
     warnings: list[str]
-
-
-def copied(value: Any) -> Any:
-    """A copy of a JSON value, equal to ``copy.deepcopy(value)``: dicts and lists copied all the
-    way down, strings, numbers, booleans and ``None`` shared (immutable); anything else is
-    ``copy.deepcopy``'s. A few times faster than ``copy.deepcopy`` on the pod's own maps, which
-    are JSON as parsed (no shared or cyclic parts to keep: issue 14, docs/benchmarks.md)."""
-    kind = type(value)
-    if kind is dict:
-        return {key: copied(item) for key, item in value.items()}
-    if kind is list:
-        return [copied(item) for item in value]
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
-        return value
-    return copy.deepcopy(value)
 
 
 def escape(key: str) -> str:
@@ -199,7 +183,7 @@ def _read_only_view(
     warnings: list[str],
 ) -> Obj:
     """A user init container that runs after the restore: it sees the restored state."""
-    out: Obj = copied(container)
+    out: Obj = json_copy.copied(container)
     ours = _init_env(member=member, restore_member=restore_member)
     out["env"] = _with_env(container, ours, warnings)
     restore = restore_member is not None
@@ -273,13 +257,13 @@ def _init_container(
             },
             {"name": RESTORE_VOLUME, "mountPath": RESTORE_DIR},
         ],
-        "resources": copied(restore_program.RESOURCES),
+        "resources": json_copy.copied(restore_program.RESOURCES),
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if security_context:
         # Read the checkpoint as the workload wrote it: same user, same groups.
-        container["securityContext"] = copied(security_context)
+        container["securityContext"] = json_copy.copied(security_context)
     return container
 
 
@@ -301,7 +285,7 @@ def _affinity_ops(spec: Obj, required: dict[str, str]) -> tuple[list[review.Json
     if not wanted:
         return [], ""
     expressions = [{"key": k, "operator": "In", "values": [v]} for k, v in wanted.items()]
-    affinity: Obj = copied(spec.get("affinity") or {})
+    affinity: Obj = json_copy.copied(spec.get("affinity") or {})
     node_affinity = affinity.setdefault("nodeAffinity", {})
     required_terms = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = required_terms.get("nodeSelectorTerms") or [{}]

@@ -14,11 +14,11 @@ Not copied: ``metadata.managedFields`` is not written (ownership lives in the em
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 from emulator.apiserver import patching, statuses
+from kontinue import json_copy
 from kontinue.kube import errors
 
 Object = dict[str, Any]
@@ -125,14 +125,14 @@ class Fields:
 
     def merge(self, live: Any, config: Any, path: Path = ()) -> Any:
         if isinstance(config, dict) and isinstance(live, dict):
-            result = copy.deepcopy(live)
+            result = json_copy.copied(live)
             for key, value in config.items():
                 result[key] = self.merge(live.get(key, _MISSING), value, (*path, f"f:{key}"))
             return result
         if isinstance(config, list) and isinstance(live, list) and path:
             kind, keys = self._info_at(path, live + config)
             if kind == "map":
-                result_list = copy.deepcopy(live)
+                result_list = json_copy.copied(live)
                 for item in config:
                     index = next(
                         (
@@ -144,13 +144,15 @@ class Fields:
                     )
                     item_path = (*path, _item_key(item, keys))
                     if index is None:
-                        result_list.append(copy.deepcopy(item))
+                        result_list.append(json_copy.copied(item))
                     else:
                         result_list[index] = self.merge(result_list[index], item, item_path)
                 return result_list
             if kind == "set":
-                return copy.deepcopy(live) + [copy.deepcopy(v) for v in config if v not in live]
-        return copy.deepcopy(config)
+                return json_copy.copied(live) + [
+                    json_copy.copied(v) for v in config if v not in live
+                ]
+        return json_copy.copied(config)
 
     def _info_at(self, path: Path, items: list[Any]) -> tuple[str, list[str]]:
         schema: Object | None = self.schema
@@ -232,7 +234,7 @@ def apply(
     for other, paths in owners.items():
         if other != manager:
             others |= paths
-    result = copy.deepcopy(live)
+    result = json_copy.copied(live)
     for path in sorted(owners.get(manager, set()) - applied, key=len, reverse=True):
         if any(o[: len(path)] == path for o in others):
             continue

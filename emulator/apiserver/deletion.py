@@ -16,12 +16,12 @@ Garbage collection: batch/v1 Jobs default to ``Orphan`` (pkg/registry/batch/job/
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from emulator.apiserver import kinds, statuses
+from kontinue import json_copy
 
 Object = dict[str, Any]
 _PODS = ("", "pods")
@@ -64,7 +64,7 @@ def plan(
     kind: kinds.Kind, current: Object, grace: int | None, *, now: Callable[[float], str]
 ) -> Plan:
     """keep (nothing changes), update (store ``obj``: terminating), or remove."""
-    new = copy.deepcopy(current)
+    new = json_copy.copied(current)
     meta = new["metadata"]
     finalizers = bool(meta.get("finalizers"))
     is_pod = kind.key == _PODS

@@ -10,11 +10,11 @@ staging/src/k8s.io/api/core/v1/types.go), primitive lists merged as sets (finali
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 from emulator.apiserver import statuses
+from kontinue import json_copy
 
 # field name -> merge key of its items (core/v1 and batch/v1 ``patchMergeKey`` tags)
 MERGE_KEYS: dict[str, str] = {
@@ -114,25 +114,25 @@ def json_patch(doc: dict[str, Any], operations: Any) -> dict[str, Any]:
     """Apply RFC 6902 operations to a copy of ``doc``."""
     if not isinstance(operations, list):
         raise statuses.bad_request("a JSON patch must be a list of operations")
-    result: Any = copy.deepcopy(doc)
+    result: Any = json_copy.copied(doc)
     for op in operations:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise statuses.bad_request(f"invalid JSON patch operation: {op!r}")
         kind, path = op["op"], op["path"]
         if kind == "add":
-            result = _add(result, path, copy.deepcopy(op.get("value")))
+            result = _add(result, path, json_copy.copied(op.get("value")))
         elif kind == "remove":
             _remove(result, path)
         elif kind == "replace":
             _get(result, path)
             if _pointer(path):
                 _remove(result, path)
-            result = _add(result, path, copy.deepcopy(op.get("value")))
+            result = _add(result, path, json_copy.copied(op.get("value")))
         elif kind == "move":
             value = _remove(result, op["from"])
             result = _add(result, path, value)
         elif kind == "copy":
-            result = _add(result, path, copy.deepcopy(_get(result, op["from"])))
+            result = _add(result, path, json_copy.copied(_get(result, op["from"])))
         elif kind == "test":
             if _get(result, path) != op.get("value"):
                 raise statuses.invalid_patch(f"testing value {path} failed")
@@ -149,8 +149,8 @@ def json_patch(doc: dict[str, Any], operations: Any) -> dict[str, Any]:
 def merge_patch(doc: Any, patch: Any) -> Any:
     """RFC 7386: maps merge, ``null`` deletes, everything else (lists too) replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(doc) if isinstance(doc, dict) else {}
+        return json_copy.copied(patch)
+    result = json_copy.copied(doc) if isinstance(doc, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -168,12 +168,12 @@ _IGNORED_PREFIXES = ("$setElementOrder/", "$retainKeys")
 
 def strategic_merge(doc: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return json_copy.copied(patch)
     if patch.get(_DIRECTIVE) == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != _DIRECTIVE}
+        return {k: json_copy.copied(v) for k, v in patch.items() if k != _DIRECTIVE}
     if patch.get(_DIRECTIVE) == "delete":
         return None
-    result = copy.deepcopy(doc) if isinstance(doc, dict) else {}
+    result = json_copy.copied(doc) if isinstance(doc, dict) else {}
     for key, value in patch.items():
         if key == _DIRECTIVE or key.startswith(_IGNORED_PREFIXES):
             continue
@@ -201,19 +201,19 @@ def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
     current = list(current) if isinstance(current, list) else []
     if any(isinstance(p, dict) and p.get(_DIRECTIVE) == "replace" for p in patch):
         kept: list[Any] = [p for p in patch if not (isinstance(p, dict) and _DIRECTIVE in p)]
-        return copy.deepcopy(kept)
+        return json_copy.copied(kept)
     result: list[Any]
     if field in SET_LISTS:
-        result = copy.deepcopy(current)
+        result = json_copy.copied(current)
         for item in patch:
             if item not in result:
-                result.append(copy.deepcopy(item))
+                result.append(json_copy.copied(item))
         return result
     key = merge_key(field, current + patch)
     if key is None or not all(isinstance(p, dict) for p in patch):
-        replaced: list[Any] = copy.deepcopy(patch)
+        replaced: list[Any] = json_copy.copied(patch)
         return replaced
-    result = copy.deepcopy(current)
+    result = json_copy.copied(current)
     for item in patch:
         if key not in item:
             raise statuses.bad_request(f"map: {item} does not contain declared merge key: {key}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import dataclasses
 import json
 import random
@@ -39,6 +38,7 @@ from emulator.apiserver import (
     validation,
     watches,
 )
+from kontinue import json_copy
 from kontinue.kube import errors
 
 Object = dict[str, Any]
@@ -138,7 +138,7 @@ class Registry:
         if old is not None:
             self.store.remove(kind.key, old)
             self._crd_changed(None, removed=old)
-        stored = self._put_direct(kind, copy.deepcopy(crd))
+        stored = self._put_direct(kind, json_copy.copied(crd))
         self._crd_changed(stored)
         return self._out(stored, kind)
 
@@ -160,7 +160,7 @@ class Registry:
         return None if ns is None else dict(ns["metadata"].get("labels") or {})
 
     def _out(self, obj: Object, kind: kinds.Kind) -> Object:
-        result = copy.deepcopy(obj)
+        result = json_copy.copied(obj)
         result["apiVersion"], result["kind"] = kind.api_version, kind.kind
         return result
 
@@ -279,7 +279,7 @@ class Registry:
     ) -> Object:
         if not isinstance(body, dict):
             raise statuses.bad_request("the body of the request is not a JSON object")
-        obj = copy.deepcopy(body)
+        obj = json_copy.copied(body)
         meta = _meta(obj)
         if kind.namespaced:
             if namespace and meta.get("namespace") and meta["namespace"] != namespace:
@@ -408,7 +408,7 @@ class Registry:
         meta = _meta(new)
         for field in _IMMUTABLE_META:
             if field in old_meta:
-                meta[field] = copy.deepcopy(old_meta[field])
+                meta[field] = json_copy.copied(old_meta[field])
             else:
                 meta.pop(field, None)
         meta["resourceVersion"] = old_meta["resourceVersion"]
@@ -467,7 +467,7 @@ class Registry:
             kind,
             name,
             ns,
-            lambda old: copy.deepcopy(body),
+            lambda old: json_copy.copied(body),
             subresource=subresource,
             user=user,
             dry_run=dry_run,
@@ -590,7 +590,7 @@ class Registry:
         if self.store.get(kind.key, ns, name) is None:
             if subresource:
                 raise statuses.not_found(kind.group, kind.plural, name)
-            body = copy.deepcopy(config)
+            body = json_copy.copied(config)
             _meta(body).setdefault("name", name)
             created = await self.create(
                 kind,
@@ -605,7 +605,7 @@ class Registry:
             return created, True
 
         def apply_owners(old: Object) -> tuple[Object, applying.Owners]:
-            owners = copy.deepcopy(self.owners.get(old["metadata"]["uid"], {}))
+            owners = json_copy.copied(self.owners.get(old["metadata"]["uid"], {}))
             found = applying.conflicts(owners, manager, old, config, fields)
             if found and not force:
                 raise applying.conflict_error(
@@ -700,7 +700,7 @@ class Registry:
             raise statuses.invalid(
                 "", "Binding", name, [("target.name", "FieldValueRequired", "Required value")]
             )
-        binding = copy.deepcopy(body)
+        binding = json_copy.copied(body)
         binding.update({"kind": "Binding", "apiVersion": "v1"})
         binding_meta = _meta(binding)
         binding_meta.setdefault("name", name)
@@ -776,7 +776,7 @@ class Registry:
         if not isinstance(body, dict) or body.get("kind", "Eviction") != "Eviction":
             raise statuses.bad_request("the body of an eviction must be a policy/v1 Eviction")
         pod = self._get(kind, name, ns)
-        eviction = copy.deepcopy(body)
+        eviction = json_copy.copied(body)
         eviction.update({"kind": "Eviction", "apiVersion": "policy/v1"})
         eviction_meta = _meta(eviction)
         if eviction_meta.setdefault("name", name) != name:

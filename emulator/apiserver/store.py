@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import copy
 import dataclasses
 from typing import Any
 
 from emulator.apiserver import statuses
+from kontinue import json_copy
 
 Object = dict[str, Any]
 TypeKey = tuple[str, str]  # (group, plural)
@@ -105,7 +105,7 @@ class Store:
     def put(self, key: TypeKey, obj: Object, *, old: Object | None) -> Object:
         """Store ``obj`` under the next resourceVersion; returns the stored copy."""
         self.rv += 1
-        stored = copy.deepcopy(obj)
+        stored = json_copy.copied(obj)
         stored["metadata"]["resourceVersion"] = str(self.rv)
         meta = stored["metadata"]
         replaced = self._objects[key].get((meta.get("namespace", ""), meta["name"]))
@@ -121,7 +121,7 @@ class Store:
         meta = obj["metadata"]
         removed = self._objects[key].pop((meta.get("namespace", ""), meta["name"]))
         self._index(key, removed, add=False)
-        gone = copy.deepcopy(removed)
+        gone = json_copy.copied(removed)
         gone["metadata"]["resourceVersion"] = str(self.rv)
         self._record(Event(self.rv, "DELETED", key, gone, obj))
         return gone

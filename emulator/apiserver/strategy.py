@@ -14,11 +14,11 @@ Copies, for the fields our code and the emulated controllers read:
 
 from __future__ import annotations
 
-import copy
 import datetime
 from typing import Any
 
 from emulator.apiserver import kinds
+from kontinue import json_copy
 
 Object = dict[str, Any]
 
@@ -221,16 +221,16 @@ def now(offset_seconds: float = 0) -> str:
 def prepare_for_update(new: Object, old: Object, kind: kinds.Kind, *, subresource: str) -> Object:
     """The object to store: status isolation between the resource and its status subresource."""
     if subresource == "status":
-        result = copy.deepcopy(old)
+        result = json_copy.copied(old)
         if "status" in new:
-            result["status"] = copy.deepcopy(new["status"])
+            result["status"] = json_copy.copied(new["status"])
         else:
             result.pop("status", None)
         return result
-    result = copy.deepcopy(new)
+    result = json_copy.copied(new)
     if kind.status:
         if "status" in old:
-            result["status"] = copy.deepcopy(old["status"])
+            result["status"] = json_copy.copied(old["status"])
         else:
             result.pop("status", None)
     return result
@@ -244,7 +244,7 @@ def spec_changed(new: Object, old: Object) -> bool:
 
 def disruption_target(pod: Object) -> Object:
     """The pod with ``DisruptionTarget=True`` (reason EvictionByEvictionAPI) the eviction adds."""
-    result = copy.deepcopy(pod)
+    result = json_copy.copied(pod)
     conditions = [
         c
         for c in (result.setdefault("status", {}).get("conditions") or [])
@@ -266,7 +266,7 @@ def disruption_target(pod: Object) -> Object:
 
 def bound(pod: Object, *, node: str, annotations: dict[str, str] | None) -> Object:
     """The pod after a Binding: nodeName, the binding's annotations, ``PodScheduled=True``."""
-    result = copy.deepcopy(pod)
+    result = json_copy.copied(pod)
     result["spec"]["nodeName"] = node
     if annotations:
         result["metadata"].setdefault("annotations", {}).update(annotations)

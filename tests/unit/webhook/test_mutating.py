@@ -988,22 +988,3 @@ def test_opted_out_vcjob_keeps_its_policies_and_its_pods_carry_the_opt_out() -> 
 def test_malformed_vcjob_is_admitted_untouched(spec: Any) -> None:
     job = {"metadata": {"name": "x"}, "spec": spec}
     assert not _mutate_vcjob(job).patch
-
-
-def test_copied_is_a_deep_copy_of_json() -> None:
-    """``plumbing.copied`` (the fast ``copy.deepcopy`` of parsed JSON): equal, and sharing no
-    dict or list with the original."""
-    pod = support.kueue_pod()
-    value: Obj = {"pod": pod, "list": [1, 2.5, True, None, "s", {"a": []}], "n": None}
-    made = plumbing.copied(value)
-    assert made == copy.deepcopy(value)
-
-    def containers(node: Any) -> list[int]:
-        if isinstance(node, dict):
-            return [id(node), *(i for v in node.values() for i in containers(v))]
-        if isinstance(node, list):
-            return [id(node), *(i for v in node for i in containers(v))]
-        return []
-
-    assert not set(containers(made)) & set(containers(value))
-    assert plumbing.copied(("a", 1)) == ("a", 1)  # anything else: copy.deepcopy's
