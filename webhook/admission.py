@@ -4,13 +4,14 @@ The HTTP layer (:mod:`webhook.app`) only parses and serialises; everything betwe
 in the rule modules, so the benchmark and the unit tests exercise exactly what is served.
 
 Mutating (``/mutate``): Pod CREATE -> :func:`mutate_pod`, ``batch/v1`` Job CREATE ->
-:func:`mutate_job`, ``batch.volcano.sh`` Job CREATE -> :func:`mutate_vcjob`; anything else
-(and every dry run of anything else) is allowed untouched.
-A pod that does not opt in gets no patch at all, and neither does an opted-in pod, Job or Volcano
-Job whose namespace lacks its policy's checkpoint claim (:mod:`webhook.claims`: plumbed, it would
-stay Pending). A pod whose object we cannot read is allowed untouched with a warning rather than
-denied: the mutating webhook must never be the reason an unrelated workload cannot start (its
-validation is the apiserver's job).
+:func:`mutate_job`, ``jobset.x-k8s.io`` JobSet CREATE -> :func:`mutate_jobset`,
+``batch.volcano.sh`` Job CREATE -> :func:`mutate_vcjob`; anything else (and every dry run of
+anything else) is allowed untouched.
+A pod that does not opt in gets no patch at all, and neither does an opted-in pod, Job, JobSet or
+Volcano Job whose namespace lacks its policy's checkpoint claim (:mod:`webhook.claims`: plumbed,
+it would stay Pending). A pod whose object we cannot read is allowed untouched with a warning
+rather than denied: the mutating webhook must never be the reason an unrelated workload cannot
+start (its validation is the apiserver's job).
 
 Validating (``/validate``): our CRDs (422 with field paths), queue opt-in labels (422), pods'
 reserved keys (403). Requests from Kontinue's own service accounts pass the pod rules.
@@ -18,6 +19,7 @@ reserved keys (403). Requests from Kontinue's own service accounts pass the pod 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kontinue import catalog, identity, keys, lineage, optin, restore_plan, workload
@@ -26,6 +28,7 @@ from webhook import (
     claims,
     freshness,
     job_plumbing,
+    jobset_plumbing,
     metrics,
     placement,
     plumbing,
@@ -157,15 +160,22 @@ def mutate_pod(
     return review.allow(patch, warnings, decision=decided, why=why, cause=cause)
 
 
-def mutate_job(
-    request: review.AdmissionRequest, *, state: state_module.State, config: settings.Settings
+def _mutate_queued(
+    request: review.AdmissionRequest,
+    *,
+    state: state_module.State,
+    kind: str,
+    plumb: Callable[[Obj], plumbing.Plan],
+    opt_out: Callable[[Obj], plumbing.Plan],
 ) -> review.Verdict:
+    """A Job or JobSet of a Kueue queue (its own queue label decides): ``plumb`` when it opted
+    in, ``opt_out`` (the opt-out copied to its pod templates) when its annotation opts it out."""
     obj, namespace = _pod_object(request)
     try:
         meta = optin.Marks.of(obj)
     except ValueError as exc:
         return review.allow(
-            warnings=[f"kontinue: Job not plumbed: {exc}"],
+            warnings=[f"kontinue: {kind} not plumbed: {exc}"],
             decision=metrics.NOT_PLUMBED,
             why=str(exc),
         )
@@ -176,17 +186,38 @@ def mutate_job(
     assert decision.policy is not None
     missing = claims.missing(decision.policy, namespace=namespace, state=state)
     if missing is not None and not opted_out:
-        return _claim_missing(missing, "Job")
-    plan = (
-        job_plumbing.propagate_opt_out(obj)
-        if opted_out
-        else job_plumbing.plumb_job(obj, image=config.image)
-    )
+        return _claim_missing(missing, kind)
+    plan = opt_out(obj) if opted_out else plumb(obj)
     decided = metrics.NOT_OPTED_IN if opted_out else metrics.PLUMBED
-    warnings = [*decision.warnings, *plan.warnings]
-    if not opted_out:
-        warnings += job_plumbing.identity_warning(obj)
-    return review.allow(plan.patch, warnings, decision=decided)
+    return review.allow(plan.patch, [*decision.warnings, *plan.warnings], decision=decided)
+
+
+def mutate_job(
+    request: review.AdmissionRequest, *, state: state_module.State, config: settings.Settings
+) -> review.Verdict:
+    """A ``batch/v1`` Job: preemption-safe podFailurePolicy (:mod:`webhook.job_plumbing`)."""
+
+    def plumb(job: Obj) -> plumbing.Plan:
+        plan = job_plumbing.plumb_job(job, image=config.image)
+        return plumbing.Plan(plan.patch, [*plan.warnings, *job_plumbing.identity_warning(job)])
+
+    return _mutate_queued(
+        request, state=state, kind="Job", plumb=plumb, opt_out=job_plumbing.propagate_opt_out
+    )
+
+
+def mutate_jobset(
+    request: review.AdmissionRequest, *, state: state_module.State, config: settings.Settings
+) -> review.Verdict:
+    """A JobSet: each replicated Job's template plumbed as a Job (:mod:`webhook.jobset_plumbing`),
+    so the child Jobs the JobSet controller makes from them are preemption-safe."""
+    return _mutate_queued(
+        request,
+        state=state,
+        kind="JobSet",
+        plumb=lambda jobset: jobset_plumbing.plumb_jobset(jobset, image=config.image),
+        opt_out=jobset_plumbing.propagate_opt_out,
+    )
 
 
 def mutate_vcjob(request: review.AdmissionRequest, *, state: state_module.State) -> review.Verdict:
@@ -229,6 +260,8 @@ def mutate(
         return mutate_pod(request, state=state, config=config)
     if kind.group == "batch" and kind.kind == "Job":
         return mutate_job(request, state=state, config=config)
+    if kind.group == keys.JOBSET_GROUP and kind.kind == "JobSet":
+        return mutate_jobset(request, state=state, config=config)
     if kind.group == keys.VOLCANO_BATCH_GROUP and kind.kind == "Job":
         return mutate_vcjob(request, state=state)
     return review.allow()

@@ -313,7 +313,9 @@ def problems(
     securityContext, resources and its limits and requests maps. ``batch`` Jobs: ``spec``,
     ``spec.template`` and the template's
     ``metadata`` and ``spec`` maps, ``spec.podFailurePolicy`` a map whose rules (and their
-    onPodConditions) are lists of maps. Checkpoints: spec and status members and conditions
+    onPodConditions) are lists of maps. JobSets: ``spec`` a map, ``spec.replicatedJobs`` a list
+    of maps, each named and with a ``template`` whose ``metadata`` and ``spec`` are checked as a
+    Job's. Checkpoints: spec and status members and conditions
     lists of at most :data:`MAX_MEMBERS` maps with their required names.
 
     A pod is first read by :func:`_clean_pod`, which decides the common case (nothing wrong)
@@ -345,19 +347,38 @@ def walked(
         elif group == keys.GROUP and kind == "Checkpoint":
             _checkpoint(found, current, prefix)
         elif group == "batch" and kind == "Job":
+            _job(found, current, prefix)
+        elif group == keys.JOBSET_GROUP and kind == "JobSet":
             spec = _required(found, current, "spec", f"{prefix}spec")
-            if spec is not None:
-                failure = _map(found, spec, "podFailurePolicy", f"{prefix}spec.podFailurePolicy")
-                rules = f"{prefix}spec.podFailurePolicy.rules"
-                for i, rule in enumerate(_maps(found, failure or {}, "rules", rules)):
-                    _maps(found, rule, "onPodConditions", f"{rules}[{i}].onPodConditions")
-                template = _required(found, spec, "template", f"{prefix}spec.template")
+            path = f"{prefix}spec.replicatedJobs"
+            replicated = _maps(found, spec or {}, "replicatedJobs", path)
+            _fields(found, replicated, path, ("name",))
+            for i, item in enumerate(replicated):
+                template = _required(found, item, "template", f"{path}[{i}].template")
                 if template is not None:
-                    _metadata(found, template, f"{prefix}spec.template.")
-                    inner = _required(found, template, "spec", f"{prefix}spec.template.spec")
-                    if inner is not None:
-                        _pod_spec(found, inner, f"{prefix}spec.template.spec")
+                    _metadata(found, template, f"{path}[{i}].template.")
+                    _job(found, template, f"{path}[{i}].template.")
+                if found.full:
+                    break
     return found.items
+
+
+def _job(found: _Found, job: dict[str, Any], prefix: str) -> None:
+    """A Job's spec, or a JobSet's replicated Job template's (a JobTemplateSpec has a Job's
+    ``metadata`` and ``spec``); the caller checks the ``metadata``."""
+    spec = _required(found, job, "spec", f"{prefix}spec")
+    if spec is None:
+        return
+    failure = _map(found, spec, "podFailurePolicy", f"{prefix}spec.podFailurePolicy")
+    rules = f"{prefix}spec.podFailurePolicy.rules"
+    for i, rule in enumerate(_maps(found, failure or {}, "rules", rules)):
+        _maps(found, rule, "onPodConditions", f"{rules}[{i}].onPodConditions")
+    template = _required(found, spec, "template", f"{prefix}spec.template")
+    if template is not None:
+        _metadata(found, template, f"{prefix}spec.template.")
+        inner = _required(found, template, "spec", f"{prefix}spec.template.spec")
+        if inner is not None:
+            _pod_spec(found, inner, f"{prefix}spec.template.spec")
 
 
 def namespace_problems(

@@ -3,8 +3,9 @@
 Seeds are the real kube-apiserver v1.36.2 reviews in ``tests/fixtures`` (``webhook/admission``,
 ``admission``, ``cluster``; every file is a real review, provenance in tests/fixtures/README.md),
 plus the shapes the recordings lack but the webhook serves: the recorded pod and Job as an
-opted-in Kueue queue labels them, a pod after our own mutation, a Checkpoint, a
-CheckpointPolicy and a ClusterQueue review built the way the bridge and an admin write them.
+opted-in Kueue queue labels them, a JobSet of two replicated Jobs of the recorded Job's spec, a
+pod after our own mutation, a Checkpoint, a CheckpointPolicy and a ClusterQueue review built the
+way the bridge and an admin write them.
 
 An input is a seed with 0-4 *mutations*, each at a random place in the document: replace the
 value with arbitrary JSON or an interesting value (``"²"``, a NUL, a lone surrogate, a huge
@@ -76,11 +77,25 @@ def _built() -> list[Obj]:
     }
     indexed = copy.deepcopy(pod)
     indexed["metadata"]["annotations"] = {keys.JOB_COMPLETION_INDEX_ANNOTATION: "1"}
+    jobset = {
+        "apiVersion": f"{keys.JOBSET_GROUP}/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js", "labels": {keys.KUEUE_QUEUE_NAME_LABEL: "team-a"}},
+        "spec": {
+            "replicatedJobs": [
+                {"name": name, "replicas": 1, "template": {"spec": copy.deepcopy(job["spec"])}}
+                for name in ("driver", "workers")
+            ]
+        },
+    }
     return [
         support.request_for(pod),
         support.request_for(indexed),
         support.request_for(plumbed_pod(), username="alice"),
         support.request_for(job, group="batch", kind="Job", resource="jobs"),
+        support.request_for(
+            jobset, group=keys.JOBSET_GROUP, version="v1alpha2", kind="JobSet", resource="jobsets"
+        ),
         _crd_review(checkpoint, kind="Checkpoint", resource="checkpoints", namespace="default"),
         _crd_review(policy, kind="CheckpointPolicy", resource="checkpointpolicies", namespace=None),
         support.request_for(

@@ -190,3 +190,54 @@ def test_one_checkpoint_pvc_name_everywhere() -> None:
     assert names == {default.claim_name}
     install = (fixtures.ROOT / "docs" / "install.md").read_text()
     assert f"metadata: {{name: {default.claim_name}, namespace: research}}" in install
+
+
+def _webhooks() -> dict[str, dict[str, Any]]:
+    return {
+        w["name"]: w
+        for d in fixtures.load_all(MANIFESTS / "webhook" / "webhooks.yaml")
+        for w in d.get("webhooks") or []
+    }
+
+
+def test_every_webhook_skipping_kontinues_namespace_follows_the_overlays_namespace() -> None:
+    """A webhook added to webhooks.yaml without its replacement would keep skipping
+    ``kontinue-system`` and be sent the objects of the namespace an overlay installs into."""
+    (replacement,) = [
+        r
+        for r in fixtures.load_one(MANIFESTS / "overlays" / "kueue" / "kustomization.yaml")[
+            "replacements"
+        ]
+        if r["source"]["kind"] == "Service"
+    ]
+    moved = {
+        path.split("[name=")[1].split("]")[0]
+        for target in replacement["targets"]
+        for path in target["fieldPaths"]
+        if ".namespaceSelector." in path
+    }
+    skipping = {
+        name
+        for name, webhook in _webhooks().items()
+        if "kontinue-system"
+        in str((webhook.get("namespaceSelector") or {}).get("matchExpressions") or "")
+    }
+    assert skipping
+    assert moved == skipping
+
+
+def test_jobsets_are_sent_as_jobs_are() -> None:
+    """A JobSet is plumbed at its CREATE (webhook/jobset_plumbing.py) under the same conditions
+    as a Job: the Kueue queue label on the object, every namespace but the two skipped."""
+    hooks = _webhooks()
+    jobs, jobsets = hooks["jobs.mutate.kontinue.dev"], hooks["jobsets.mutate.kontinue.dev"]
+    (rule,) = jobsets["rules"]
+    assert rule == {
+        "apiGroups": ["jobset.x-k8s.io"],
+        "apiVersions": ["v1alpha2"],
+        "operations": ["CREATE"],
+        "resources": ["jobsets"],
+        "scope": "Namespaced",
+    }
+    same = ("objectSelector", "namespaceSelector", "failurePolicy", "clientConfig")
+    assert {k: jobsets[k] for k in same} == {k: jobs[k] for k in same}

@@ -902,6 +902,175 @@ def test_the_restore_container_takes_the_workload_containers_security_context() 
     assert init["securityContext"] == {"runAsUser": 1000}
 
 
+# --- JobSets -----------------------------------------------------------------------------
+# The child Jobs of a JobSet carry no queue label (the JobSet does), so their only chance to be
+# preemption-safe is the JobSet's CREATE: each replicated Job's template plumbed as a Job.
+
+
+def _jobset(*templates: Obj, labels: dict[str, str] | None = None) -> Obj:
+    """A JobSet whose replicated Jobs ``driver``, ``workers``, ... have ``templates`` (each a
+    JobTemplateSpec: the recorded Job's spec unless given)."""
+    recorded = _job(podFailurePolicy=None, podReplacementPolicy=None)["spec"]
+    return {
+        "apiVersion": f"{keys.JOBSET_GROUP}/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": "train",
+            "namespace": "team",
+            "labels": {keys.KUEUE_QUEUE_NAME_LABEL: "lq-on"} if labels is None else labels,
+        },
+        "spec": {
+            "suspend": True,
+            "replicatedJobs": [
+                {"name": name, "replicas": 1, "template": template}
+                for name, template in zip(
+                    ["driver", "workers", "extra"],
+                    templates or ({"spec": copy.deepcopy(recorded)},),
+                    strict=False,
+                )
+            ],
+        },
+    }
+
+
+def _template(**spec_changes: Any) -> Obj:
+    """A replicated Job's template: the recorded Job's spec, changed as :func:`_job` changes it."""
+    job = _job(**{"podFailurePolicy": None, "podReplacementPolicy": None, **spec_changes})
+    return {"spec": job["spec"]}
+
+
+def _mutate_jobset(jobset: Obj, snap: state.Snapshot = OPT_IN) -> review.Verdict:
+    body = support.request_for(
+        jobset,
+        group=keys.JOBSET_GROUP,
+        version="v1alpha2",
+        kind="JobSet",
+        resource="jobsets",
+        namespace="team",
+        username="admin",
+    )
+    return admission.mutate(support.parsed(body), state=snap, config=CONFIG)
+
+
+def _child(jobset: Obj, index: int) -> Obj:
+    """The child Job the JobSet controller makes of replicated Job ``index``: its spec is the
+    template's, verbatim (kubernetes-sigs/jobset ``constructJob``)."""
+    template = jobset["spec"]["replicatedJobs"][index]["template"]
+    return {"metadata": copy.deepcopy(template.get("metadata") or {}), "spec": template["spec"]}
+
+
+def test_each_replicated_job_of_an_opted_in_jobset_is_plumbed_as_a_job() -> None:
+    user_rule = {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}
+    workers = _template(podFailurePolicy={"rules": [user_rule]})
+    workers["spec"]["template"]["spec"]["initContainers"] = [{"name": "fetch", "image": "busybox"}]
+    jobset = _jobset(_template(), workers)
+    verdict = _mutate_jobset(jobset)
+    out = support.apply_patch(jobset, verdict.patch)
+    assert verdict.warnings == ()
+    for index, rules in ((0, OURS), (1, [*OURS, user_rule])):
+        child = _child(out, index)
+        assert child["spec"]["podReplacementPolicy"] == "Failed"
+        assert child["spec"]["podFailurePolicy"]["rules"] == rules
+        inits = child["spec"]["template"]["spec"]["initContainers"]
+        assert inits[0]["name"] == keys.RESTORE_INIT_CONTAINER
+        _container_names_valid(child)
+        # exactly what the Job webhook would have done to the same Job
+        job = {"metadata": {}, "spec": _child(jobset, index)["spec"]}
+        assert (
+            support.apply_patch(job, job_plumbing.plumb_job(job, image=CONFIG.image).patch)["spec"]
+            == child["spec"]
+        )
+    assert [c["name"] for c in inits] == [keys.RESTORE_INIT_CONTAINER, "fetch"]
+    assert out["spec"]["suspend"] is True  # nothing else of the JobSet is touched
+    assert {k: v for k, v in out.items() if k != "spec"} == {
+        k: v for k, v in jobset.items() if k != "spec"
+    }
+    assert not _mutate_jobset(out).patch  # plumbed already: nothing more to do
+
+
+def test_a_jobset_of_a_queue_that_did_not_opt_in_is_not_patched() -> None:
+    jobset = _jobset(labels={keys.KUEUE_QUEUE_NAME_LABEL: "lq-off"})
+    assert _mutate_jobset(jobset) == review.allow()
+    assert _mutate_jobset(_jobset(labels={})) == review.allow()
+
+
+@pytest.mark.parametrize("policy", ["OnFailure", None])
+def test_a_replicated_job_restarting_on_failure_is_unchanged_with_a_warning(
+    policy: str | None,
+) -> None:
+    """Unset is JobSet's default, OnFailure (its defaulting webhook runs before ours): rules
+    added to such a template would make every child Job invalid once it is defaulted."""
+    driver = _template()
+    if policy is None:
+        del driver["spec"]["template"]["spec"]["restartPolicy"]
+    else:
+        driver["spec"]["template"]["spec"]["restartPolicy"] = policy
+    jobset = _jobset(driver, _template())
+    verdict = _mutate_jobset(jobset)
+    out = support.apply_patch(jobset, verdict.patch)
+    assert _child(out, 0) == _child(jobset, 0)
+    assert _child(out, 1)["spec"]["podFailurePolicy"]["rules"] == OURS
+    (warning,) = verdict.warnings
+    assert warning.startswith("kontinue: replicatedJob driver: restartPolicy ")
+    assert (policy or "unset") in warning
+
+
+def test_a_replicated_job_with_a_full_rule_list_keeps_it_with_a_warning_naming_it() -> None:
+    rules = [
+        {"action": "Count", "onExitCodes": {"operator": "In", "values": [i + 1]}} for i in range(19)
+    ]
+    jobset = _jobset(_template(), _template(podFailurePolicy={"rules": rules}))
+    verdict = _mutate_jobset(jobset)
+    out = support.apply_patch(jobset, verdict.patch)
+    assert _child(out, 1)["spec"]["podFailurePolicy"]["rules"] == rules
+    assert _child(out, 0)["spec"]["podFailurePolicy"]["rules"] == OURS
+    (warning,) = verdict.warnings
+    assert warning.startswith("kontinue: replicatedJob workers: podFailurePolicy already has 19")
+
+
+def test_a_non_indexed_replicated_job_with_parallelism_is_warned_by_name() -> None:
+    jobset = _jobset(_template(parallelism=2), _template(parallelism=2, completionMode="Indexed"))
+    (warning,) = _mutate_jobset(jobset).warnings
+    assert warning.startswith("kontinue: replicatedJob driver: a NonIndexed Job with parallelism 2")
+
+
+def test_an_opted_out_jobset_passes_its_opt_out_to_every_pod_template() -> None:
+    """The JobSet controller copies none of the JobSet's annotations to its Jobs or pods."""
+    jobset = _jobset(_template(), _template())
+    jobset["metadata"]["annotations"] = {keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"}
+    verdict = _mutate_jobset(jobset)
+    out = support.apply_patch(jobset, verdict.patch)
+    for index in (0, 1):
+        child = _child(out, index)
+        assert "podFailurePolicy" not in child["spec"]
+        annotations = child["spec"]["template"]["metadata"]["annotations"]
+        assert annotations == {keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"}
+
+
+def test_one_opted_out_replicated_job_is_left_to_itself_and_its_pods_carry_it() -> None:
+    driver = _template()
+    driver["metadata"] = {"annotations": {keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"}}
+    jobset = _jobset(driver, _template())
+    out = support.apply_patch(jobset, _mutate_jobset(jobset).patch)
+    driven = _child(out, 0)
+    assert "podFailurePolicy" not in driven["spec"]
+    assert driven["spec"]["template"]["metadata"]["annotations"] == {
+        keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"
+    }
+    assert _child(out, 1)["spec"]["podFailurePolicy"]["rules"] == OURS
+
+
+def test_a_jobset_in_a_namespace_without_the_claim_is_unchanged_with_a_warning() -> None:
+    snap = state.Snapshot.of(
+        cluster_queues=[support.opted_in_cq("cq-on")],
+        local_queues=[support.local_queue("team", "lq-on", "cq-on")],
+        claims=[],
+    )
+    verdict = _mutate_jobset(_jobset(), snap)
+    assert verdict.patch == ()
+    assert any("JobSet" in w for w in verdict.warnings), verdict.warnings
+
+
 # --- Volcano Jobs -------------------------------------------------------------------------
 
 VOLCANO = state.Snapshot.of(
