@@ -22,7 +22,9 @@ Which test proves which of the issue's cases:
   with that member carried forward; the next incarnation resumes each index from its own newest
   state.
 - ``test_a_jobset_evicted_and_readmitted_restores_four_identities``: a JobSet of 2 replicated
-  Jobs x 2 pods evicted by Kueue and readmitted: 4 distinct identities, each restores its own.
+  Jobs x 2 pods, plumbed at its CREATE: one pod preempted by kube-scheduler (its child Job does
+  not count it, its replacement restores it), then evicted by Kueue and readmitted: 4 distinct
+  identities, each restores its own.
 """
 
 from __future__ import annotations
@@ -36,15 +38,18 @@ import pytest
 
 from emulator.kueue import jobsets as kueue_jobsets
 from kontinue import keys
+from kontinue import restore as restore_program
 from kontinue.kube import api, resources
 from kontinue.models import checkpoint
 from tests.realcp import controlplane, jobset, processes
 from tests.realcp.test_kueue_flow import PROGRESS, Flow, restore_member, running_flow
 from tests.soak import shapes
+from webhook import job_plumbing
 
 Obj = dict[str, Any]
 RESTORED = re.compile(r"^RESTORED step=(\d+) from=\S+ member=(\S+) as=(\S+)", re.MULTILINE)
 pytestmark = pytest.mark.timeout(900)
+OURS = [job_plumbing.DISRUPTION_RULE, restore_program.POD_FAILURE_RULE]
 Pods = Callable[[], Awaitable[list[Obj]]]
 
 
@@ -312,14 +317,18 @@ async def test_a_jobset_evicted_and_readmitted_restores_four_identities(
     tmp_path: Path,
 ) -> None:
     """Issue 19: a JobSet of 2 replicated Jobs (``driver``, ``workers``) x 2 pods in an opted-in
-    ClusterQueue. The JobSet object is real (the upstream CRD); its controller is played
+    ClusterQueue. The JobSet object is real (the upstream CRD), plumbed at its CREATE by the
+    webhook the real apiserver calls (jobsets.mutate); its controller is played
     (tests/realcp/jobset.py: child Jobs with the JobSet's owner reference, labels and
-    annotations), so the real job controller creates the pods. The emulated Kueue admits the
+    annotations, their spec the template's), so the real job controller creates the pods, and
+    each child Job carries the podFailurePolicy rules. The real kube-scheduler preempts one pod
+    for a pod outside Kueue: a set of that identity, which the child Job's replacement restores
+    (its backoffLimit is 0: the preemption is not counted). The emulated Kueue admits the
     JobSet's Workload (its JobSet integration, emulator/kueue/jobsets.py), then evicts it for a
     higher-priority Job: Kueue suspends the JobSet, the JobSet controller its child Jobs, the
     job controller deletes the pods, every trainer saves. On readmission the 4 pods have 4
     distinct identities (``replicatedJob=<name>,jobIndex=0,index=<i>``) and each restores its own
-    member of the JobSet's set."""
+    member of the JobSet's set. No child Job ever counts a failed pod."""
     async with (
         running_flow(
             scheduler, kontinue, admin, namespace, tmp_path, gpus_per_node=4, jobsets=True
@@ -360,23 +369,52 @@ async def test_a_jobset_evicted_and_readmitted_restores_four_identities(
             (owner,) = pod["metadata"]["ownerReferences"]
             assert (owner["kind"], owner["name"][: len(name) + 1]) == ("Job", f"{name}-"), owner
 
-        # Kueue evicts the JobSet's Workload for a higher-priority Job: one set of all four.
-        evicted = await _evict(flow, f"{flow.high}-job", set())
+        async def children() -> list[Obj]:
+            selector = {keys.JOBSET_NAME_LABEL: name}
+            listed = await admin.list(resources.JOBS, namespace=namespace, label_selector=selector)
+            return list(listed["items"])
+
+        # The webhook plumbed the JobSet at CREATE; each child Job copied its template.
+        for child in await children():
+            assert child["spec"]["podReplacementPolicy"] == "Failed"
+            assert child["spec"]["podFailurePolicy"]["rules"][:2] == OURS, child["spec"]
+
+        # 1. kube-scheduler preempts one pod for a pod outside Kueue. Its child Job has
+        # backoffLimit 0: counted as a failure, that one preemption would fail the Job and no
+        # replacement would come; the DisruptionTarget rule ignores it, the replacement restores.
+        await flow.run_urgent_pod()
+        (partial,) = await flow.checkpoints()
+        (victim,) = partial.spec.members
+        hit = next(who for who, p in first.items() if p["metadata"]["uid"] == victim.pod_uid)
+        assert victim.identity == hit
+        replaced = await restored_members(
+            flow, pods, {hit: (hit, last_step(flow, first[hit]))}, exclude=set(seen_uids(first))
+        )
+        assert restore_member(replaced[hit]) == hit
+        running = {**first, hit: replaced[hit]}
+        seen = {*seen_uids(first), *seen_uids(replaced)}
+
+        # 2. Kueue evicts the JobSet's Workload for a higher-priority Job: one set of all four.
+        evicted = await _evict(flow, f"{flow.high}-job", {partial.name})
         assert evicted.status.phase is checkpoint.Phase.SUCCEEDED, evicted.status
         assert (evicted.spec.lineage.owner_kind, evicted.spec.lineage.owner_uid) == (
             f"JobSet.{keys.JOBSET_GROUP}",
             created["metadata"]["uid"],
         )
         assert sorted(m.identity for m in evicted.spec.members) == identities
-        saved = {who: last_step(flow, pod) for who, pod in first.items()}
+        saved = {who: last_step(flow, pod) for who, pod in running.items()}
 
-        # Readmission: four new pods, four distinct identities, each restores its own member.
+        # 3. Readmission: four new pods, four distinct identities, each restores its own member.
         expected = {who: (who, step) for who, step in saved.items()}
-        successors = await restored_members(flow, pods, expected, exclude=set(seen_uids(first)))
+        successors = await restored_members(flow, pods, expected, exclude=seen)
         for who, pod in successors.items():
             assert pod["metadata"]["annotations"][keys.RESTORE_FROM_ANNOTATION] == evicted.name
             assert restore_member(pod) == who
-        assert_no_foreign_restore(flow, [*first.values(), *successors.values()], shared_from=None)
+        every = [*first.values(), *replaced.values(), *successors.values()]
+        assert_no_foreign_restore(flow, every, shared_from=None)
+        for child in await children():  # no preemption was counted as a failed pod
+            status = child.get("status") or {}
+            assert not status.get("failed"), (child["metadata"]["name"], status)
 
 
 def seen_uids(pods: dict[str, Obj]) -> list[str]:

@@ -10,13 +10,17 @@ counted with the apiserver's own metric ``apiserver_admission_webhook_request_to
 from __future__ import annotations
 
 import base64
+import copy
 
+from emulator.kueue import jobsets as kueue_jobsets
 from kontinue import keys
+from kontinue import restore as restore_program
 from kontinue.kube import api, resources
 from kontinue.models import checkpoint
-from tests.realcp import objects, processes
+from tests.realcp import jobset, objects, processes
 from tests.realcp.install import find
 from tests.unit.webhook import support
+from webhook import job_plumbing
 
 
 def test_the_webhook_writes_the_ca_bundle_itself(kontinue: processes.Installed) -> None:
@@ -194,3 +198,78 @@ async def test_a_checkpoint_created_just_before_the_pod_is_restored(
     annotations = pod["metadata"]["annotations"]
     assert annotations[keys.RESTORE_FROM_ANNOTATION] == "train-late"
     assert pod["metadata"]["labels"][keys.CHECKPOINT_LINEAGE_LABEL] == owner.hash
+
+
+async def test_an_opted_in_jobset_is_plumbed_and_so_are_the_child_jobs_made_of_it(
+    kontinue: processes.Installed, admin: api.Api, namespace: str
+) -> None:
+    """The upstream JobSet CRD installed: the apiserver sends an opted-in JobSet's CREATE to
+    jobsets.mutate once and stores the patched templates (the CRD's schema keeps every field);
+    the JobSet controller, played by tests/realcp/jobset.py, copies each template into a child
+    Job, which the apiserver's Job validation accepts with the rules naming the stand-in; the
+    child Jobs carry no queue label, so jobs.mutate is never asked; the real job controller's
+    pods are plumbed, and their stand-in is gone. A replicated Job left to restart OnFailure
+    keeps its template as written."""
+    jobset.install_crd(kontinue.plane)
+    queue = await objects.queues(admin, namespace, opted_in=True)
+    await objects.claim(admin, namespace)
+    template = objects.job(namespace, queue)["spec"]
+    template.update(parallelism=1, completions=1)
+    restarting = copy.deepcopy(template)
+    restarting["template"]["spec"]["restartPolicy"] = "OnFailure"
+    body = {
+        "apiVersion": kueue_jobsets.API_VERSION,
+        "kind": "JobSet",
+        "metadata": {
+            "name": "train",
+            "namespace": namespace,
+            "labels": {keys.KUEUE_QUEUE_NAME_LABEL: queue},
+        },
+        "spec": {
+            "replicatedJobs": [
+                {"name": "workers", "replicas": 2, "template": {"spec": template}},
+                {"name": "driver", "replicas": 1, "template": {"spec": restarting}},
+            ]
+        },
+    }
+    before = objects.webhook_requests(kontinue.plane)
+    created = await admin.create(kueue_jobsets.JOBSETS, body, namespace=namespace)
+    workers, driver = (rj["template"]["spec"] for rj in created["spec"]["replicatedJobs"])
+    assert workers["podReplacementPolicy"] == "Failed"
+    assert workers["podFailurePolicy"]["rules"] == [
+        job_plumbing.DISRUPTION_RULE,
+        restore_program.POD_FAILURE_RULE,
+    ]
+    stand_in = workers["template"]["spec"]["initContainers"][0]
+    assert stand_in["command"] == ["kontinue-restore", "--unplumbed"]
+    assert "podFailurePolicy" not in driver
+    assert "initContainers" not in driver["template"]["spec"]
+
+    async with jobset.Controller(admin, namespace):
+
+        async def plumbed() -> bool:
+            pods = await objects.pods(admin, namespace)
+            return len(pods) == 3 and all(
+                keys.LINEAGE_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods
+            )
+
+        await objects.until(plumbed, "three plumbed pods of the JobSet's child Jobs")
+    after = objects.webhook_requests(kontinue.plane)
+    delta = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert delta == {
+        "jobsets.mutate.kontinue.dev": 1,
+        "pods.mutate.kontinue.dev": 3,
+        "pods.validate.kontinue.dev": 3,
+    }
+    jobs = (await admin.list(resources.JOBS, namespace=namespace))["items"]
+    assert sorted(j["metadata"]["name"] for j in jobs) == [
+        "train-driver-0",
+        "train-workers-0",
+        "train-workers-1",
+    ]
+    for job in jobs:
+        is_worker = job["metadata"]["name"].startswith("train-workers-")
+        assert ("podFailurePolicy" in job["spec"]) is is_worker, job["metadata"]["name"]
+    for pod in await objects.pods(admin, namespace):
+        inits = pod["spec"].get("initContainers") or []
+        assert all("--unplumbed" not in c.get("command", []) for c in inits), inits
