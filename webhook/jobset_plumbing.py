@@ -44,9 +44,9 @@ from webhook import job_plumbing, plumbing, review
 Obj = dict[str, Any]
 Plan = plumbing.Plan
 RESTART_POLICY_WARNING = (
-    "kontinue: replicatedJob {name}: restartPolicy {policy} cannot take a podFailurePolicy, so a "
-    "preemption of its Jobs counts against backoffLimit; set restartPolicy: Never in its pod "
-    "template (JobSet defaults an unset one to OnFailure)"
+    "kontinue: replicatedJob {name}: restartPolicy {policy} cannot take a podFailurePolicy: its "
+    "preemptions count against backoffLimit; set restartPolicy: Never (JobSet defaults it to "
+    "OnFailure)"
 )
 
 
