@@ -130,7 +130,7 @@ class Controller:
         finally:
             self.router.leading = False
             with contextlib.suppress(Exception):  # Events are best-effort; do not hang on them
-                await asyncio.wait_for(self.context.events_sent(), 2.0)
+                await self.context.outbox.close(2.0)
             if adopting is not None:
                 adopting.cancel()
                 await asyncio.gather(adopting, return_exceptions=True)

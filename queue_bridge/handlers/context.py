@@ -10,7 +10,6 @@ as taken (only the leader writes, so an in-process lock is enough).
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import datetime
@@ -20,18 +19,17 @@ from typing import Any
 
 from kontinue import lineage
 from kontinue.kube import api as kube_api
-from kontinue.kube import events, resources, watching
+from kontinue.kube import resources, watching
 from kontinue.models import base, checkpoint
 from queue_bridge import caches as caches_module
 from queue_bridge import instruments, kinds, queueing, recording
+from queue_bridge import outbox as outbox_module
 from queue_bridge import settings as settings_module
 
 log = logging.getLogger("kontinue.bridge")
 
 WRITE_VISIBLE_SECONDS = 5.0
 """How long a lineage's lock waits for the watch cache to show our own Checkpoint write."""
-EVENT_DEFER_SECONDS = 1.0
-"""How long a batch of Event posts waits, at most, for the keys that create Checkpoints to drain."""
 Clock = Callable[[], datetime.datetime]
 VOLCANO_JOB_KIND = lineage.owner_kind(api_version=resources.VOLCANO_JOBS.api_version, kind="Job")
 """A Volcano Job's lineage ``owner_kind`` (``Job.batch.volcano.sh``, kontinue/lineage.py)."""
@@ -73,12 +71,11 @@ class Context:
         default_factory=dict
     )
 
-    _outbox: collections.deque[tuple[dict[str, Any], str, str, events.EventType]] = (
-        dataclasses.field(default_factory=collections.deque)
-    )
-    _sender: asyncio.Task[None] | None = None
+    outbox: outbox_module.EventOutbox = dataclasses.field(init=False)
+    """Events, posted best-effort after the keys that create Checkpoints (queue_bridge/outbox.py)"""
 
     def __post_init__(self) -> None:
+        self.outbox = outbox_module.EventOutbox(self.recorder, self.queue)
         self.caches.checkpoints.subscribe(self._on_checkpoint)
 
     def _on_checkpoint(self, event: watching.Event[checkpoint.Checkpoint]) -> None:
@@ -142,32 +139,15 @@ class Context:
     async def event(
         self, obj: dict[str, Any] | None, reason: str, message: str, type_: str = "Normal"
     ) -> None:
-        """Record an Event on ``obj`` — posted by one sender task after the handler moves on,
-        once no key that creates a Checkpoint is waiting (at most :data:`EVENT_DEFER_SECONDS`
-        later): Events are never on the path from an eviction to its Checkpoint (issue 14)."""
-        if obj is None:
-            return
-        self._outbox.append((obj, reason, message, "Warning" if type_ == "Warning" else "Normal"))
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.create_task(self._send(), name="bridge-events")
-
-    async def _send(self) -> None:
-        while self._outbox:
-            # A burst of evictions first makes its Checkpoints, then tells about them: each
-            # batch (what is queued now) waits at most EVENT_DEFER_SECONDS, so Events keep
-            # flowing in batches even while evictions keep the bridge busy.
-            await self.queue.urgent_drained(EVENT_DEFER_SECONDS)
-            for _ in range(len(self._outbox)):
-                obj, reason, message, type_ = self._outbox.popleft()
-                try:
-                    await self.recorder.record(obj, reason=reason, message=message, type_=type_)
-                except Exception:  # the recorder logs API errors; anything else must not stop us
-                    log.exception("recording event failed reason=%s", reason)
+        """Record an Event on ``obj`` — posted by the outbox's sender after the handler moves
+        on (queue_bridge/outbox.py): Events are never on the path from an eviction to its
+        Checkpoint (issue 14)."""
+        if obj is not None:
+            self.outbox.add(obj, reason, message, type_)
 
     async def events_sent(self) -> None:
-        """Wait until every Event asked for so far was posted (shutdown, tests)."""
-        while self._sender is not None and not self._sender.done():
-            await asyncio.shield(self._sender)
+        """Wait until every Event asked for so far was posted (tests)."""
+        await self.outbox.sent()
 
     def job_dict(self, owner: checkpoint.Lineage) -> dict[str, Any] | None:
         """The lineage's owner as an Event's object, if it is a ``batch/v1`` Job or a Volcano
