@@ -21,9 +21,11 @@ Per replicated Job, as for a Job:
 - a pod template whose ``restartPolicy`` is not ``Never`` cannot take a podFailurePolicy
   (apiserver validation of the child Job): left unchanged, with a warning naming it. An *unset*
   ``restartPolicy`` counts as ``OnFailure``: that is what JobSet's defaulting webhook makes it
-  (``jobset_webhook.go`` ``Default``; ``jobset-mutating-webhook-configuration`` is called before
-  ``kontinue-webhook``, mutating webhook configurations being called in name order), and rules
-  added to a template it later defaults to ``OnFailure`` would make every child Job invalid;
+  (``jobset_webhook.go`` ``Default``). Its configuration, ``jobset-mutating-webhook-configuration``,
+  is called before ``kontinue-webhook`` (mutating configurations are called in name order:
+  kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/admission/configuration/
+  mutating_webhook_manager.go), so we usually see ``OnFailure`` already; and were it called
+  after us, rules added to an unset template would make every child Job it defaults invalid;
 - more than 20 rules with ours: its rules are left alone, with a warning;
 - a NonIndexed template with ``parallelism > 1``: the identity warning.
 
