@@ -97,6 +97,21 @@ async def claim(admin: interface.Client, namespace: str, name: str = "kontinue")
     )
 
 
+async def until_plumbing(admin: api.Api, namespace: str, queue: str) -> None:
+    """Wait until the webhook plumbs a Job of ``queue`` in ``namespace`` (a dry-run create):
+    its watch caches then hold the opted-in queue and the namespace's claim. The webhook is
+    another process, and a Job created right after its queue can reach it before the queue's
+    watch event does: then it is, correctly, not opted in (a flake seen under load)."""
+
+    async def plumbed() -> bool:
+        probe = job(namespace, queue)
+        probe["metadata"]["name"] = "plumbing-probe"
+        dry = await admin.create(resources.JOBS, probe, namespace=namespace, dry_run=True)
+        return bool(dry["spec"].get("podReplacementPolicy") == "Failed")
+
+    await until(plumbed, f"the webhook plumbing Jobs of queue {queue} in {namespace}")
+
+
 CALL_METRICS = re.compile(
     r"^(?P<metric>apiserver_admission_webhook_(request_total|rejection_count))"
     r"\{(?P<labels>[^}]*)\} (?P<n>\S+)$"

@@ -49,6 +49,7 @@ async def test_a_helper_listed_first_neither_fails_nor_holds_the_set(
 ) -> None:
     queue = await unserved_node.short_grace_queue(admin, namespace)
     await objects.claim(admin, namespace)
+    await objects.until_plumbing(admin, namespace, queue)
     node = await unserved_node.node(admin)
     bridge = processes.start_bridge(kontinue)
     kontinue.programs["bridge"] = bridge

@@ -36,6 +36,7 @@ async def test_a_save_whose_kubelet_was_lost_is_offered_verified_then_upgraded_l
 ) -> None:
     queue = await unserved_node.short_grace_queue(admin, namespace)
     await objects.claim(admin, namespace)
+    await objects.until_plumbing(admin, namespace, queue)
     node = await unserved_node.node(admin)
     bridge = processes.start_bridge(kontinue, KONTINUE_FINALIZER_MARGIN_SECONDS=str(MARGIN))
     kontinue.programs["bridge"] = bridge

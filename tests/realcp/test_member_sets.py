@@ -34,6 +34,7 @@ async def test_every_pod_of_an_indexed_job_gets_its_member_identity(
 ) -> None:
     queue = await objects.queues(admin, namespace, opted_in=True)
     await objects.claim(admin, namespace)
+    await objects.until_plumbing(admin, namespace, queue)
     await admin.create(resources.JOBS, objects.job(namespace, queue), namespace=namespace)
 
     async def plumbed() -> bool:
@@ -81,6 +82,7 @@ async def test_pods_wait_gated_for_a_saving_set_and_the_bridge_gives_the_verdict
     each pod with the verdict "not restorable": both fall back to the older whole set."""
     queue = await objects.queues(admin, namespace, opted_in=True)
     await objects.claim(admin, namespace)
+    await objects.until_plumbing(admin, namespace, queue)
     job = objects.job(namespace, queue)
     job["spec"]["suspend"] = True
     created = await admin.create(resources.JOBS, job, namespace=namespace)
@@ -181,6 +183,7 @@ async def test_pods_drained_before_they_ever_ran_are_carried_forward(
     the set Succeeds instead of failing, and the replacements know they have nothing to restore."""
     queue = await objects.queues(admin, namespace, opted_in=True)
     await objects.claim(admin, namespace)
+    await objects.until_plumbing(admin, namespace, queue)
     bridge = processes.start_bridge(kontinue)
     kontinue.programs["bridge"] = bridge
     await admin.create(resources.JOBS, objects.job(namespace, queue), namespace=namespace)

@@ -31,6 +31,7 @@ async def test_outage_blocks_no_update_and_no_unplumbed_pod(
 ) -> None:
     queue = await objects.queues(admin, namespace, opted_in=True)
     await objects.claim(admin, namespace)
+    await objects.until_plumbing(admin, namespace, queue)
     await admin.create(resources.JOBS, objects.job(namespace, queue), namespace=namespace)
 
     async def two_plumbed() -> bool:

@@ -134,6 +134,7 @@ async def test_a_cold_pod_with_sidecar_and_init_containers_is_admitted_in_order(
     await _restricted_namespace(admin, namespace)
     queue = await objects.queues(admin, namespace, opted_in=True)
     await objects.claim(admin, namespace)
+    await objects.until_plumbing(admin, namespace, queue)
     job = await admin.create(
         resources.JOBS, _job(namespace, queue, suspend=False), namespace=namespace
     )
@@ -185,6 +186,7 @@ async def test_a_restoring_pod_gets_the_restore_after_the_sidecar_and_before_its
     await _restricted_namespace(admin, namespace)
     queue = await objects.queues(admin, namespace, opted_in=True)
     await objects.claim(admin, namespace)
+    await objects.until_plumbing(admin, namespace, queue)
     job = await admin.create(
         resources.JOBS, _job(namespace, queue, suspend=True), namespace=namespace
     )

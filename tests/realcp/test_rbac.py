@@ -195,6 +195,7 @@ async def test_the_flow_makes_only_granted_calls(
     both.programs["bridge"] = bridge
     queue = await objects.queues(admin, namespace, opted_in=True)
     await objects.claim(admin, namespace)
+    await objects.until_plumbing(admin, namespace, queue)
     body = objects.job(namespace, queue)
     body["spec"].update(parallelism=1, completions=1)
     await admin.create(resources.JOBS, body, namespace=namespace)

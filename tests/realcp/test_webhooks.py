@@ -54,6 +54,7 @@ async def test_an_opted_in_pod_is_plumbed_and_every_patch_accepted(
     validating webhook, which allows it."""
     queue = await objects.queues(admin, namespace, opted_in=True)
     await objects.claim(admin, namespace)
+    await objects.until_plumbing(admin, namespace, queue)
     before = objects.webhook_requests(kontinue.plane)
     job = await admin.create(resources.JOBS, objects.job(namespace, queue), namespace=namespace)
     # The Job itself was made preemption-safe by jobs.mutate.
@@ -154,6 +155,7 @@ async def test_a_checkpoint_created_just_before_the_pod_is_restored(
     apiserver (selectors, RBAC, the consistent LIST)."""
     queue = await objects.queues(admin, namespace, opted_in=True)
     await objects.claim(admin, namespace)
+    await objects.until_plumbing(admin, namespace, queue)
     body = objects.job(namespace, queue)
     body["spec"].update(parallelism=1, completions=1, suspend=True)
     job = await admin.create(resources.JOBS, body, namespace=namespace)
@@ -213,6 +215,7 @@ async def test_an_opted_in_jobset_is_plumbed_and_so_are_the_child_jobs_made_of_i
     jobset.install_crd(kontinue.plane)
     queue = await objects.queues(admin, namespace, opted_in=True)
     await objects.claim(admin, namespace)
+    await objects.until_plumbing(admin, namespace, queue)
     template = objects.job(namespace, queue)["spec"]
     template.update(parallelism=1, completions=1)
     restarting = copy.deepcopy(template)
