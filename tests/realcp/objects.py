@@ -31,6 +31,28 @@ def webhook_requests(plane: controlplane.ControlPlane) -> dict[str, float]:
     return counts
 
 
+def webhook_requests_since(
+    plane: controlplane.ControlPlane, before: dict[str, float]
+) -> dict[str, float]:
+    """Requests the apiserver sent since ``before`` (:func:`webhook_requests`), by webhook
+    name; webhooks it did not call are left out."""
+    after = webhook_requests(plane)
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+
+
+async def until_plumbed_pods(admin: api.Api, namespace: str, count: int, what: str) -> None:
+    """Wait until ``namespace`` holds ``count`` pods, every one plumbed (the lineage
+    annotation the mutating webhook adds)."""
+
+    async def plumbed() -> bool:
+        found = await pods(admin, namespace)
+        return len(found) == count and all(
+            keys.LINEAGE_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in found
+        )
+
+    await until(plumbed, what)
+
+
 async def queues(admin: api.Api, namespace: str, *, opted_in: bool) -> str:
     """A ClusterQueue (opted in or not) and a LocalQueue for it in ``namespace``; its name."""
     name = f"cq-{secrets.token_hex(3)}"

@@ -37,13 +37,7 @@ async def test_every_pod_of_an_indexed_job_gets_its_member_identity(
     await objects.until_plumbing(admin, namespace, queue)
     await admin.create(resources.JOBS, objects.job(namespace, queue), namespace=namespace)
 
-    async def plumbed() -> bool:
-        pods = await objects.pods(admin, namespace)
-        return len(pods) == 2 and all(
-            keys.LINEAGE_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods
-        )
-
-    await objects.until(plumbed, "two plumbed pods")
+    await objects.until_plumbed_pods(admin, namespace, 2, "two plumbed pods")
     members = set()
     for pod in await objects.pods(admin, namespace):
         index = pod["metadata"]["annotations"][keys.JOB_COMPLETION_INDEX_ANNOTATION]

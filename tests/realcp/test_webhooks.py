@@ -61,16 +61,8 @@ async def test_an_opted_in_pod_is_plumbed_and_every_patch_accepted(
     assert job["spec"]["podReplacementPolicy"] == "Failed"
     assert job["spec"].get("podFailurePolicy")
 
-    async def plumbed() -> bool:
-        pods = await objects.pods(admin, namespace)
-        return len(pods) == 2 and all(
-            keys.LINEAGE_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods
-        )
-
-    await objects.until(plumbed, "two plumbed pods")
-    after = objects.webhook_requests(kontinue.plane)
-    delta = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-    assert delta == {
+    await objects.until_plumbed_pods(admin, namespace, 2, "two plumbed pods")
+    assert objects.webhook_requests_since(kontinue.plane, before) == {
         "jobs.mutate.kontinue.dev": 1,
         "pods.mutate.kontinue.dev": 2,
         "pods.validate.kontinue.dev": 2,
@@ -110,8 +102,7 @@ async def test_pods_the_conditions_exclude_never_reach_the_webhook(
     out = objects.pod(namespace, queue=opted_in)
     out["metadata"]["annotations"] = {keys.CHECKPOINT_OPT_OUT_ANNOTATION: "false"}
     opted_out = await admin.create(resources.PODS, out, namespace=namespace)
-    after = objects.webhook_requests(kontinue.plane)
-    assert {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)} == {}
+    assert objects.webhook_requests_since(kontinue.plane, before) == {}
     for pod in (plain, system, own, opted_out):
         assert keys.LINEAGE_ANNOTATION not in (pod["metadata"].get("annotations") or {})
     await admin.delete(resources.PODS, system["metadata"]["name"], namespace="kube-system")
@@ -132,8 +123,7 @@ async def test_a_pod_of_a_queue_not_opted_in_is_asked_about_and_left_alone(
         return len(await objects.pods(admin, namespace)) == 1
 
     await objects.until(created, "the job controller's pod")
-    after = objects.webhook_requests(kontinue.plane)
-    delta = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    delta = objects.webhook_requests_since(kontinue.plane, before)
     assert delta == {"jobs.mutate.kontinue.dev": 1, "pods.mutate.kontinue.dev": 1}
     assert "podFailurePolicy" not in job["spec"]
     (pod,) = await objects.pods(admin, namespace)
@@ -249,17 +239,10 @@ async def test_an_opted_in_jobset_is_plumbed_and_so_are_the_child_jobs_made_of_i
     assert "initContainers" not in driver["template"]["spec"]
 
     async with jobset.Controller(admin, namespace):
-
-        async def plumbed() -> bool:
-            pods = await objects.pods(admin, namespace)
-            return len(pods) == 3 and all(
-                keys.LINEAGE_ANNOTATION in (p["metadata"].get("annotations") or {}) for p in pods
-            )
-
-        await objects.until(plumbed, "three plumbed pods of the JobSet's child Jobs")
-    after = objects.webhook_requests(kontinue.plane)
-    delta = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-    assert delta == {
+        await objects.until_plumbed_pods(
+            admin, namespace, 3, "three plumbed pods of the JobSet's child Jobs"
+        )
+    assert objects.webhook_requests_since(kontinue.plane, before) == {
         "jobsets.mutate.kontinue.dev": 1,
         "pods.mutate.kontinue.dev": 3,
         "pods.validate.kontinue.dev": 3,
