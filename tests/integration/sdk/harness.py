@@ -38,6 +38,11 @@ NS = "default"
 ROOT = Path(__file__).resolve().parents[3]
 STEP = re.compile(r"^STEP (\d+) (.*)$", re.MULTILINE)
 DONE = re.compile(r"^DONE (.*)$", re.MULTILINE)
+# One intra-op thread in every run, the reference and each incarnation: PyTorch's CPU kernels
+# (and MKL's GEMM) split a reduction by thread count, so two processes that start with different
+# thread counts round the last bit of a loss differently (seen once in CI: 1 ULP on 6 of 32 steps
+# of the Trainer's reference run). One thread also fits the one CPU each Job requests.
+PINNED_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def policy(grace: int, *, consistency: str | None = None) -> Obj:
@@ -79,7 +84,7 @@ def job(
                         "name": container,
                         "image": "kontinue/sdk-example:dev",
                         "command": ["python", "-m", module],
-                        "env": [{"name": k, "value": v} for k, v in env.items()],
+                        "env": [{"name": k, "value": v} for k, v in {**env, **PINNED_ENV}.items()],
                         "resources": {
                             "requests": {"cpu": "1", "memory": "1Gi"},
                             "limits": {keys.GPU_RESOURCE: str(gpus)},
@@ -269,7 +274,7 @@ def reference_run(
     """The same script, uninterrupted, as plain local processes (no Kontinue variables)."""
     procs = []
     for rank in range(ranks):
-        full = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), **env}
+        full = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), **env, **PINNED_ENV}
         if ranks > 1:
             full["JOB_COMPLETION_INDEX"] = str(rank)
         procs.append(
