@@ -109,13 +109,21 @@ class Controller:
 
     async def _loop(self) -> None:
         while True:
+            pause = PERIOD
             try:
                 listed = await self.admin.list(JOBSETS, namespace=self.namespace)
                 for jobset in listed["items"]:
                     await self.reconcile(jobset)
             except (errors.Conflict, errors.NotFound) as exc:
                 self.errors.append(str(exc))  # raced a write: the next poll sees it
-            await asyncio.sleep(PERIOD)
+            except (errors.TooManyRequests, errors.ServerError) as exc:
+                # e.g. 429 "storage is (re)initializing" just after the CRD is installed: the
+                # real controller's reconcile returns the error and controller-runtime requeues
+                # it with backoff, so this one waits (at least the Retry-After) and polls again
+                self.errors.append(str(exc))
+                retry_after = getattr(exc, "retry_after", None)
+                pause = max(PERIOD, retry_after or 0.0)
+            await asyncio.sleep(pause)
 
     async def reconcile(self, jobset: Obj) -> None:
         meta = jobset["metadata"]
